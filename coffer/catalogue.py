@@ -1,0 +1,199 @@
+"""The catalogue: what each upstream last served, the names Coffer exposes, and the curated view.
+
+The snapshot (catalogue.json in the data dir) lets `serve` answer the first tools/list at once and
+lets `coffer search` rank offline. Exposed names are `<server>__<tool>` when that is a valid, short
+name; otherwise a deterministic short form with a hash suffix, so names are stable across restarts
+and never clash or vanish. Pure functions apart from the snapshot's load/save.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coffer import paths
+from coffer.errors import RegistryError
+from coffer.fsutil import atomic_write, locked
+from coffer.registry import SEP, Registry
+
+SNAPSHOT_VERSION = 1
+# 64 is the client limit; Claude Code prepends `mcp__coffer__` (13 chars).
+MAX_NAME = 51
+VALID_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
+KINDS = ("tools", "prompts", "resources", "resource_templates")
+
+
+@dataclass(frozen=True)
+class CatalogueTool:
+    """One upstream tool under its exposed name, with its real upstream schema."""
+
+    name: str
+    server: str
+    tool: str
+    description: str
+    input_schema: dict[str, Any]
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+
+@dataclass
+class ServerEntry:
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    resource_templates: list[dict[str, Any]] = field(default_factory=list)
+    updated_at: float = 0.0
+
+
+@dataclass
+class Snapshot:
+    path: Path
+    servers: dict[str, ServerEntry] = field(default_factory=dict)
+
+
+def _hash(server: str, name: str, length: int) -> str:
+    return hashlib.sha256(f"{server}\0{name}".encode()).hexdigest()[:length]
+
+
+def exposed_name(server: str, name: str, hash_len: int = 6) -> str:
+    """`server__name` when valid and short enough, else a deterministic short form with a hash suffix."""
+    plain = f"{server}{SEP}{name}"
+    if VALID_NAME.match(plain) and len(plain) <= MAX_NAME and hash_len == 6:
+        return plain
+    cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name) or "_"
+    suffix = "-" + _hash(server, name, hash_len)
+    base = f"{server}{SEP}{cleaned}"[: MAX_NAME - len(suffix)]
+    return base + suffix
+
+
+def build_tools(server: str, raw_tools: Iterable[dict[str, Any]]) -> list[CatalogueTool]:
+    """Name one server's tools; clashes after shortening get a longer hash, deterministically."""
+    out: list[CatalogueTool] = []
+    taken: set[str] = set()
+    # Valid names claim theirs first, so a real `a_b` keeps its name next to a rewritten `a.b`.
+    def rewritten(raw: dict[str, Any]) -> bool:
+        return exposed_name(server, raw["name"]) != f"{server}{SEP}{raw['name']}"
+
+    ordered = sorted(raw_tools, key=lambda t: (rewritten(t), t["name"]))
+    for raw in ordered:
+        name = str(raw["name"])
+        exposed = exposed_name(server, name)
+        hash_len = 6
+        while exposed in taken:
+            hash_len += 4
+            exposed = exposed_name(server, name, hash_len)
+        taken.add(exposed)
+        schema = raw.get("inputSchema") or {"type": "object"}
+        out.append(
+            CatalogueTool(
+                name=exposed,
+                server=server,
+                tool=name,
+                description=str(raw.get("description") or ""),
+                input_schema=schema if isinstance(schema, dict) else {"type": "object"},
+                title=raw.get("title"),
+                annotations=raw.get("annotations"),
+                raw=raw,
+            )
+        )
+    out.sort(key=lambda t: t.name)
+    return out
+
+
+# ---------------------------------------------------------------- snapshot file
+
+
+def load_snapshot(path: Path | None = None) -> Snapshot | None:
+    """The last saved catalogue, or None when nothing was ever listed. A damaged file is an error."""
+    path = path or paths.snapshot_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise RegistryError(f"{path}: unreadable catalogue snapshot ({exc}); run `coffer refresh`") from exc
+    snap = Snapshot(path=path)
+    for name, entry in (data.get("servers") or {}).items():
+        snap.servers[name] = ServerEntry(
+            updated_at=float(entry.get("updated_at", 0.0)),
+            **{kind: list(entry.get(kind) or []) for kind in KINDS},
+        )
+    return snap
+
+
+def save_server(server: str, path: Path | None = None, **lists: list[dict[str, Any]]) -> None:
+    """Record what `server` just served (any of tools/prompts/resources/resource_templates)."""
+    path = path or paths.snapshot_path()
+    unknown = set(lists) - set(KINDS)
+    if unknown:
+        raise ValueError(f"unknown catalogue kinds: {sorted(unknown)}")
+    with locked(path):
+        try:
+            snap = load_snapshot(path) or Snapshot(path=path)
+        except RegistryError:
+            snap = Snapshot(path=path)  # a damaged snapshot is derived data: rebuild it
+        entry = snap.servers.setdefault(server, ServerEntry())
+        for kind, items in lists.items():
+            setattr(entry, kind, items)
+        entry.updated_at = time.time()
+        _write(snap)
+
+
+def drop_server(server: str, path: Path | None = None) -> None:
+    path = path or paths.snapshot_path()
+    with locked(path):
+        snap = load_snapshot(path)
+        if snap is not None and snap.servers.pop(server, None) is not None:
+            _write(snap)
+
+
+def _write(snap: Snapshot) -> None:
+    servers: dict[str, Any] = {}
+    for name in sorted(snap.servers):
+        entry = snap.servers[name]
+        servers[name] = {
+            "updated_at": entry.updated_at,
+            "names": {t.name: t.tool for t in build_tools(name, entry.tools)},
+            **{kind: getattr(entry, kind) for kind in KINDS},
+        }
+    atomic_write(snap.path, json.dumps({"version": SNAPSHOT_VERSION, "servers": servers}, indent=1))
+
+
+# ---------------------------------------------------------------- curated view
+
+
+def server_tools(snapshot: Snapshot | None, server: str) -> list[CatalogueTool]:
+    if snapshot is None or server not in snapshot.servers:
+        return []
+    return build_tools(server, snapshot.servers[server].tools)
+
+
+def visible_tools(registry: Registry, snapshot: Snapshot | None) -> list[CatalogueTool]:
+    """Tools of enabled servers that are not disabled, sorted by exposed name (deterministic order)."""
+    out: list[CatalogueTool] = []
+    for cfg in registry.enabled_servers():
+        disabled = set(cfg.disabled_tools)
+        out.extend(t for t in server_tools(snapshot, cfg.name) if t.tool not in disabled and t.name not in disabled)
+    out.sort(key=lambda t: t.name)
+    return out
+
+
+def find_tool(snapshot: Snapshot | None, server: str, name: str) -> CatalogueTool | None:
+    """Look a tool up by its upstream name or its exposed name."""
+    for tool in server_tools(snapshot, server):
+        if name in (tool.tool, tool.name, tool.name.partition(SEP)[2]):
+            return tool
+    return None
+
+
+def schema_tokens(tool: CatalogueTool) -> int:
+    """Rough token cost of advertising a tool (chars/4), for `coffer doctor`."""
+    body = json.dumps({"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema})
+    return len(body) // 4

@@ -1,0 +1,19 @@
+"""The `coffer` command line: Typer commands that parse, call the parts, and render.
+
+Each command group lives in its own module and registers itself here. Errors from the parts
+(`CofferError`) become one line on stderr and the error's exit code, in one place.
+"""
+
+from __future__ import annotations
+
+from coffer.cli._app import app
+
+# One line per command group; each module adds its commands to `app` on import.
+from coffer.cli import registry  # noqa: F401  isort: skip
+
+
+def main() -> None:
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,190 @@
+"""Registry commands: add, remove, list, show, enable, disable, paths, completions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from coffer import catalogue, paths, registry, render
+from coffer.cli._app import app
+from coffer.errors import NotFoundError, UsageError
+
+DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"invalid {what} '{item}': expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+@app.command()
+def add(
+    name: Annotated[str, typer.Argument(help="Server name: lowercase letters, digits and '-'.")],
+    command: Annotated[list[str] | None, typer.Argument(help="After --: the command and its arguments.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE; VALUE may be ${VAR}.")] = None,
+    cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory for the server.")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="A streamable HTTP server instead of a command.")] = None,
+    header: Annotated[list[str] | None, typer.Option("--header", "-H", help="KEY=VALUE for --url.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to start and per call.")] = DEFAULT_TIMEOUT,
+    disabled: Annotated[bool, typer.Option("--disabled", help="Register it disabled.")] = False,
+) -> None:
+    """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
+    if url and command:
+        raise UsageError("give either a command (after --) or --url, not both")
+    if header and not url:
+        raise UsageError("--header only applies to --url servers")
+    if timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    cfg = registry.ServerConfig(
+        name=registry.validate_name(name),
+        command=command[0] if command else None,
+        args=list(command[1:]) if command else [],
+        env=_pairs(env, "--env"),
+        cwd=str(cwd.expanduser().resolve()) if cwd else None,
+        url=url,
+        headers=_pairs(header, "--header"),
+        enabled=not disabled,
+        timeout=timeout,
+    )
+    registry.add_server(cfg)
+    render.say(f"added '{name}': {cfg.launch_line()}")
+
+
+@app.command()
+def remove(name: Annotated[str, typer.Argument(help="Server to remove.")]) -> None:
+    """Remove a server from the vault (its catalogue entry goes too)."""
+    registry.remove_server(name)
+    catalogue.drop_server(name)
+    render.say(f"removed '{name}'")
+
+
+def _tool_counts(reg: registry.Registry, snap: catalogue.Snapshot | None, name: str) -> tuple[int, int] | None:
+    if snap is None or name not in snap.servers:
+        return None
+    tools = catalogue.server_tools(snap, name)
+    disabled = set(reg.servers[name].disabled_tools)
+    return sum(1 for t in tools if t.tool not in disabled), len(tools)
+
+
+@app.command("list")
+def list_(as_json: JsonOpt = False) -> None:
+    """List registered servers (env values masked)."""
+    reg = registry.load()
+    snap = catalogue.load_snapshot()
+    rows = []
+    for cfg in reg.servers.values():
+        data = cfg.to_dict(mask=True)
+        counts = _tool_counts(reg, snap, cfg.name)
+        data["tools"] = None if counts is None else {"enabled": counts[0], "total": counts[1]}
+        rows.append(data)
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "servers": rows})
+        return
+    if not rows:
+        render.say("no servers yet: `coffer add NAME -- COMMAND ARGS...`")
+        return
+    render.table(
+        ["server", "enabled", "launch", "tools", "env"],
+        [
+            (
+                r["name"],
+                "yes" if r["enabled"] else "no",
+                reg.servers[r["name"]].launch_line(),
+                "?" if r["tools"] is None else f"{r['tools']['enabled']}/{r['tools']['total']}",
+                " ".join(f"{k}={v}" for k, v in r["env"].items()),
+            )
+            for r in rows
+        ],
+        title=f"{len(rows)} server(s) in {reg.path}",
+    )
+
+
+@app.command()
+def show(name: Annotated[str, typer.Argument(help="Server to show.")], as_json: JsonOpt = False) -> None:
+    """Show one server: launch config (env masked) and its tools."""
+    reg = registry.load()
+    cfg = reg.get(name)
+    snap = catalogue.load_snapshot()
+    disabled = set(cfg.disabled_tools)
+    tools = [
+        {"name": t.name, "tool": t.tool, "enabled": t.tool not in disabled, "description": t.description}
+        for t in catalogue.server_tools(snap, name)
+    ]
+    data = cfg.to_dict(mask=True) | {"tools": tools, "catalogued": snap is not None and name in snap.servers}
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "server": data})
+        return
+    render.kv(
+        [(k, v) for k, v in data.items() if k not in ("tools", "name", "catalogued")]
+        + [("launch", cfg.launch_line())],
+        title=name,
+    )
+    if not data["catalogued"]:
+        render.say("no tools catalogued yet: run `coffer refresh`")
+        return
+    render.table(
+        ["tool", "enabled", "description"],
+        [(t["name"], "yes" if t["enabled"] else "no", render.first_line(t["description"], 70)) for t in tools],
+    )
+
+
+def _toggle(target: str, enabled: bool, force: bool) -> None:
+    server, tool = registry.split_target(target)
+    reg = registry.load()
+    reg.get(server)
+    if tool is not None:
+        found = catalogue.find_tool(catalogue.load_snapshot(), server, tool)
+        if found is not None:
+            tool = found.tool
+        elif not force:
+            snap = catalogue.load_snapshot()
+            if snap is None or server not in snap.servers:
+                raise NotFoundError(
+                    f"no catalogue for '{server}' yet, so tool '{tool}' cannot be checked: "
+                    "run `coffer refresh` or pass --force"
+                )
+            raise NotFoundError(f"unknown tool '{tool}' on server '{server}' (see `coffer show {server}`)")
+    changed = registry.set_enabled(server, tool, enabled)
+    state = "enabled" if enabled else "disabled"
+    render.say(f"{target} {state}" if changed else f"{target} was already {state}")
+
+
+ForceOpt = Annotated[bool, typer.Option("--force", help="Accept a tool name not in the catalogue.")]
+
+
+@app.command()
+def enable(target: Annotated[str, typer.Argument(help="SERVER or SERVER__TOOL.")], force: ForceOpt = False) -> None:
+    """Enable a server or one of its tools."""
+    _toggle(target, True, force)
+
+
+@app.command()
+def disable(target: Annotated[str, typer.Argument(help="SERVER or SERVER__TOOL.")], force: ForceOpt = False) -> None:
+    """Disable a server or one tool: it is no longer listed, searchable or callable."""
+    _toggle(target, False, force)
+
+
+@app.command("paths")
+def paths_(as_json: JsonOpt = False) -> None:
+    """Show where Coffer keeps its files (COFFER_HOME moves them all)."""
+    data = {k: str(v) for k, v in paths.all_paths().items()}
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "paths": data})
+    else:
+        render.kv(data.items())
+
+
+@app.command()
+def completions(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]) -> None:
+    """Print the shell completion script (also shipped in completions/)."""
+    from coffer.completion import script
+
+    render.text(script(shell))

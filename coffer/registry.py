@@ -1,0 +1,355 @@
+"""The vault's registry: coffer.toml, edited with tomlkit so user comments and ordering survive.
+
+Reads never write. Writes happen only inside `edit()`, which takes the lock, re-reads the file (so an
+edit is never made from a stale copy), refuses to touch a file that does not parse, validates the result
+and replaces the file atomically with mode 0600 (env values may hold tokens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import ParseError
+from tomlkit.toml_document import TOMLDocument
+
+from coffer import paths
+from coffer.errors import ConflictError, NotFoundError, RegistryError, SecretError, UsageError
+from coffer.fsutil import atomic_write, locked
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
+ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+REF_RE = re.compile(r"\$\{([^}]*)\}")
+SEP = "__"
+DEFAULT_TIMEOUT_S = 60.0
+HEADER = (
+    "# Coffer registry: the MCP servers this vault serves.\n"
+    "# Managed by `coffer add/remove/enable/disable`; hand edits and comments are kept.\n"
+)
+SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout"}
+
+
+@dataclass
+class ServerConfig:
+    """One upstream server as the registry describes it (values unexpanded)."""
+
+    name: str
+    command: str | None = None
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    enabled: bool = True
+    disabled_tools: list[str] = field(default_factory=list)
+    timeout: float = DEFAULT_TIMEOUT_S
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url else "stdio"
+
+    def launch_line(self) -> str:
+        """The command a user would recognise; never includes env values."""
+        if self.url:
+            return self.url
+        import shlex
+
+        return shlex.join([self.command or "", *self.args])
+
+    def to_dict(self, mask: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "transport": self.transport,
+            "enabled": self.enabled,
+            "timeout": self.timeout,
+            "disabled_tools": list(self.disabled_tools),
+        }
+        if self.url:
+            out["url"] = self.url
+            out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
+        else:
+            out["command"] = self.command
+            out["args"] = list(self.args)
+            out["cwd"] = self.cwd
+        out["env"] = {k: mask_value(v) if mask else v for k, v in self.env.items()}
+        return out
+
+
+@dataclass
+class Registry:
+    path: Path
+    servers: dict[str, ServerConfig] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str) -> ServerConfig:
+        try:
+            return self.servers[name]
+        except KeyError:
+            raise NotFoundError(f"unknown server '{name}' (see `coffer list`)") from None
+
+    def enabled_servers(self) -> list[ServerConfig]:
+        return [s for s in self.servers.values() if s.enabled]
+
+
+def mask_value(value: str) -> str:
+    """Show `${VAR}` references as written (they are names, not secrets); hide literal values."""
+    if REF_RE.fullmatch(value.strip()):
+        return value
+    return "****" if value else ""
+
+
+def validate_name(name: str) -> str:
+    if not NAME_RE.match(name):
+        raise UsageError(
+            f"invalid server name '{name}': use 1-20 lowercase letters, digits or '-', starting with a letter or digit"
+        )
+    return name
+
+
+def split_target(target: str) -> tuple[str, str | None]:
+    """`github` -> ("github", None); `github__delete_repository` -> ("github", "delete_repository").
+
+    Server names cannot contain '_', so the first '__' is always the boundary.
+    """
+    server, sep, tool = target.partition(SEP)
+    if sep and not tool:
+        raise UsageError(f"invalid target '{target}': expected SERVER or SERVER__TOOL")
+    return server, (tool if sep else None)
+
+
+# ---------------------------------------------------------------- reading
+
+
+def load(path: Path | None = None) -> Registry:
+    """Read the registry; a missing file is an empty vault, a broken one a `RegistryError`."""
+    path = path or paths.registry_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Registry(path=path)
+    except OSError as exc:
+        raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
+    return _build(_parse(text, path), text, path)
+
+
+def _parse(text: str, path: Path) -> TOMLDocument:
+    try:
+        return tomlkit.parse(text)
+    except ParseError as exc:
+        reason = str(exc).split(" at line ")[0]
+        raise RegistryError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {reason}; fix the file by hand") from exc
+
+
+def _line_of(text: str, name: str) -> int:
+    pattern = re.compile(rf"^\s*\[\s*servers\s*\.\s*\"?{re.escape(name)}\"?\s*[\].]", re.M)
+    match = pattern.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else 1
+
+
+def _build(doc: TOMLDocument, text: str, path: Path) -> Registry:
+    data = doc.unwrap()
+    servers_raw = data.get("servers", {})
+    if not isinstance(servers_raw, dict):
+        raise RegistryError(f"{path}:1: 'servers' must be a table")
+    settings = data.get("settings", {})
+    if not isinstance(settings, dict):
+        raise RegistryError(f"{path}:1: 'settings' must be a table")
+    reg = Registry(path=path, settings=settings)
+    for name, raw in servers_raw.items():
+        where = f"{path}:{_line_of(text, name)}"
+        if not NAME_RE.match(name):
+            raise RegistryError(f"{where}: invalid server name '{name}'")
+        if not isinstance(raw, dict):
+            raise RegistryError(f"{where}: servers.{name} must be a table")
+        reg.servers[name] = _server_from(name, raw, where)
+    return reg
+
+
+def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
+    def want(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        value = raw.get(key, default)
+        if value is not default and not isinstance(value, kind):
+            raise RegistryError(f"{where}: servers.{name}.{key} has the wrong type")
+        return value
+
+    def str_list(key: str) -> list[str]:
+        value = want(key, list, [])
+        if not all(isinstance(v, str) for v in value):
+            raise RegistryError(f"{where}: servers.{name}.{key} must be a list of strings")
+        return list(value)
+
+    def str_map(key: str) -> dict[str, str]:
+        value = want(key, dict, {})
+        if not all(isinstance(v, str) for v in value.values()):
+            raise RegistryError(f"{where}: servers.{name}.{key} values must be strings")
+        return dict(value)
+
+    command = want("command", str, None)
+    url = want("url", str, None)
+    if bool(command) == bool(url):
+        raise RegistryError(f"{where}: servers.{name} needs exactly one of 'command' or 'url'")
+    timeout = want("timeout", (int, float), DEFAULT_TIMEOUT_S)
+    if isinstance(timeout, bool) or timeout <= 0:
+        raise RegistryError(f"{where}: servers.{name}.timeout must be a positive number of seconds")
+    enabled = want("enabled", bool, True)
+    return ServerConfig(
+        name=name,
+        command=command,
+        args=str_list("args"),
+        env=str_map("env"),
+        cwd=want("cwd", str, None),
+        url=url,
+        headers=str_map("headers"),
+        enabled=enabled,
+        disabled_tools=str_list("disabled_tools"),
+        timeout=float(timeout),
+        extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
+    )
+
+
+# ---------------------------------------------------------------- writing
+
+
+@contextlib.contextmanager
+def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
+    """Lock, re-read, yield the document for changes, validate, replace atomically.
+
+    A file that does not parse is never overwritten: the user's hand edit stays for them to fix.
+    """
+    path = path or paths.registry_path()
+    with locked(path):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = HEADER
+        doc = _parse(text, path)
+        yield doc
+        new_text = tomlkit.dumps(doc)
+        _build(_parse(new_text, path), new_text, path)  # never write what we could not read back
+        if new_text != text or not path.exists():
+            atomic_write(path, new_text)
+
+
+def _servers_table(doc: TOMLDocument) -> Any:
+    if "servers" not in doc:
+        doc.add("servers", tomlkit.table(is_super_table=True))
+    return doc["servers"]
+
+
+def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = False) -> None:
+    validate_name(cfg.name)
+    _validate_maps(cfg)
+    with edit(path) as doc:
+        servers = _servers_table(doc)
+        if cfg.name in servers and not replace:
+            raise ConflictError(f"server '{cfg.name}' already exists (use `coffer remove {cfg.name}` first)")
+        table = tomlkit.table()
+        if cfg.url:
+            table.add("url", cfg.url)
+            if cfg.headers:
+                table.add("headers", _inline(cfg.headers))
+        else:
+            table.add("command", cfg.command)
+            table.add("args", cfg.args)
+            if cfg.cwd:
+                table.add("cwd", cfg.cwd)
+        if cfg.env:
+            table.add("env", _inline(cfg.env))
+        table.add("enabled", cfg.enabled)
+        if cfg.timeout != DEFAULT_TIMEOUT_S:
+            table.add("timeout", cfg.timeout)
+        servers[cfg.name] = table
+
+
+def _inline(values: Mapping[str, str]) -> Any:
+    table = tomlkit.inline_table()
+    table.update(values)
+    return table
+
+
+def _validate_maps(cfg: ServerConfig) -> None:
+    for key in cfg.env:
+        if not ENV_KEY_RE.match(key):
+            raise UsageError(f"invalid environment variable name '{key}'")
+    for key in cfg.headers:
+        if not re.match(r"^[A-Za-z0-9-]+$", key):
+            raise UsageError(f"invalid header name '{key}'")
+    if not cfg.url and not cfg.command:
+        raise UsageError("a server needs a command (after --) or --url")
+    if cfg.url and not re.match(r"^https?://", cfg.url):
+        raise UsageError(f"invalid url '{cfg.url}': expected http:// or https://")
+
+
+def remove_server(name: str, path: Path | None = None) -> None:
+    with edit(path) as doc:
+        servers = doc.get("servers")
+        if servers is None or name not in servers:
+            raise NotFoundError(f"unknown server '{name}' (see `coffer list`)")
+        del servers[name]
+
+
+def set_enabled(server: str, tool: str | None, enabled: bool, path: Path | None = None) -> bool:
+    """Enable or disable a server or one of its tools; returns False when it was already so."""
+    with edit(path) as doc:
+        servers = doc.get("servers")
+        if servers is None or server not in servers:
+            raise NotFoundError(f"unknown server '{server}' (see `coffer list`)")
+        table = servers[server]
+        if tool is None:
+            changed = bool(table.get("enabled", True)) != enabled
+            table["enabled"] = enabled
+            return changed
+        disabled = [str(t) for t in table.get("disabled_tools", [])]
+        if enabled:
+            if tool not in disabled:
+                return False
+            disabled.remove(tool)
+        else:
+            if tool in disabled:
+                return False
+            disabled.append(tool)
+        if disabled:
+            table["disabled_tools"] = sorted(disabled)
+        elif "disabled_tools" in table:
+            del table["disabled_tools"]
+        return True
+
+
+# ---------------------------------------------------------------- launch-time expansion
+
+
+def expand(value: str, environ: Mapping[str, str] | None = None, what: str = "value") -> str:
+    """Expand `${VAR}` references; an unset one is an error, never passed on literally.
+
+    `${secret:NAME}` references are resolved by `coffer.secrets` when that module is present.
+    """
+    environ = os.environ if environ is None else environ
+
+    def sub(match: re.Match[str]) -> str:
+        ref = match.group(1)
+        if ref.startswith("secret:"):
+            from coffer import secrets  # type: ignore[attr-defined]
+
+            return str(secrets.resolve(ref.removeprefix("secret:")))
+        if not ENV_KEY_RE.match(ref):
+            raise SecretError(f"{what}: invalid reference '${{{ref}}}'")
+        if ref not in environ:
+            raise SecretError(f"{what}: ${{{ref}}} is not set in the environment")
+        return environ[ref]
+
+    return REF_RE.sub(sub, value)
+
+
+def resolved_env(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {k: expand(v, environ, f"{cfg.name}: env {k}") for k, v in cfg.env.items()}
+
+
+def resolved_headers(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {k: expand(v, environ, f"{cfg.name}: header {k}") for k, v in cfg.headers.items()}

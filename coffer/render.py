@@ -1,0 +1,72 @@
+"""Output: the one module that imports rich. Every reading command renders for humans or as `--json`.
+
+JSON output is a stable contract for scripts, so it goes to stdout unstyled; human messages and
+errors go to stderr so they never corrupt piped data.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+JSON_VERSION = 1
+
+
+def _console(stderr: bool = False) -> Any:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def print_json_line(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None, caption: str | None = None
+) -> None:
+    from rich.table import Table
+
+    tbl = Table(title=title, caption=caption, show_lines=False)
+    for col in columns:
+        tbl.add_column(col, overflow="fold")
+    for row in rows:
+        tbl.add_row(*("" if v is None else str(v) for v in row))
+    _console().print(tbl)
+
+
+def kv(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
+    from rich.table import Table
+
+    tbl = Table(title=title, show_header=False, box=None, padding=(0, 2))
+    tbl.add_column(style="bold")
+    tbl.add_column(overflow="fold")
+    for key, value in pairs:
+        tbl.add_row(key, "" if value is None else str(value))
+    _console().print(tbl)
+
+
+def say(message: str) -> None:
+    """A human status line (stderr, so stdout stays clean for data)."""
+    _console(stderr=True).print(message, markup=False)
+
+
+def text(message: str) -> None:
+    """Plain text to stdout (the command's actual output)."""
+    sys.stdout.write(message + "\n")
+
+
+def error(message: str) -> None:
+    sys.stderr.write(f"coffer: error: {message}\n")
+
+
+def first_line(text_value: str, width: int = 80) -> str:
+    line = (text_value or "").strip().splitlines()[0] if (text_value or "").strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"

@@ -1,0 +1,1 @@
+complete --command coffer --no-files --arguments "(env _COFFER_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) coffer)" --condition "env _COFFER_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) coffer"

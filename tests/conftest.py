@@ -1,0 +1,42 @@
+"""Shared fixtures: every test gets its own COFFER_HOME, so nothing touches the real vault."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PYTHON = sys.executable
+
+
+@pytest.fixture
+def coffer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path / "vault"
+    monkeypatch.setenv("COFFER_HOME", str(home))
+    yield home
+
+
+@pytest.fixture
+def cli(coffer_home: Path) -> CliRunner:
+    return CliRunner()
+
+
+def run_cli(runner: CliRunner, *args: str, code: int | None = 0) -> object:
+    """Invoke the real Typer app; assert the exit code when one is given."""
+    from coffer.cli import app
+
+    result = runner.invoke(app, list(args), catch_exceptions=False)
+    if code is not None:
+        assert result.exit_code == code, f"exit {result.exit_code}\nstdout:{result.stdout}\nstderr:{result.stderr}"
+    return result
+
+
+def subprocess_env(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["COFFER_HOME"] = str(home)
+    return env
