@@ -148,7 +148,7 @@ def _parse(text: str, path: Path) -> TOMLDocument:
 
 
 def _line_of(text: str, name: str) -> int:
-    pattern = re.compile(rf"^\s*\[\s*servers\s*\.\s*\"?{re.escape(name)}\"?\s*[\].]", re.M)
+    pattern = re.compile(rf"^[ \t]*\[\s*servers\s*\.\s*\"?{re.escape(name)}\"?\s*[\].]", re.M)
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else 1
 
