@@ -263,6 +263,8 @@ def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = Fals
         if cfg.env:
             table.add("env", _inline(cfg.env))
         table.add("enabled", cfg.enabled)
+        if cfg.disabled_tools:
+            table.add("disabled_tools", sorted(cfg.disabled_tools))
         if cfg.timeout != DEFAULT_TIMEOUT_S:
             table.add("timeout", cfg.timeout)
         servers[cfg.name] = table

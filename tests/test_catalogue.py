@@ -1,0 +1,90 @@
+"""Exposed names and the snapshot: valid, short, unique and stable."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from coffer import catalogue, registry
+from coffer.errors import RegistryError
+
+DATA = Path(__file__).parent / "data" / "real-servers.json"
+CLIENT_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def real_tools() -> list[dict]:
+    return json.loads(DATA.read_text())
+
+
+def tool(name: str) -> dict:
+    return {"name": name, "description": f"about {name}", "inputSchema": {"type": "object"}}
+
+
+def test_plain_names_are_prefixed_unchanged() -> None:
+    assert catalogue.exposed_name("github", "create_pull_request") == "github__create_pull_request"
+
+
+def test_long_and_invalid_names_get_a_stable_short_form() -> None:
+    long_name = "x" * 200
+    first = catalogue.exposed_name("srv", long_name)
+    assert first == catalogue.exposed_name("srv", long_name)
+    assert len(first) <= catalogue.MAX_NAME and first.startswith("srv__xxx")
+    dotted = catalogue.exposed_name("srv", "files.read")
+    assert catalogue.VALID_NAME.match(dotted) and dotted.startswith("srv__files_read-")
+    assert catalogue.exposed_name("srv", "") != catalogue.exposed_name("srv", "_")
+
+
+def test_clashes_after_cleaning_get_distinct_names() -> None:
+    tools = catalogue.build_tools("s", [tool("a.b"), tool("a_b"), tool("a b"), tool("y" * 80), tool("y" * 81)])
+    names = [t.name for t in tools]
+    assert len(set(names)) == len(names)
+    assert "s__a_b" in names  # the name that was already valid keeps it
+    assert all(CLIENT_PATTERN.match("mcp__coffer__" + n) for n in names)
+    # order of arrival does not change the outcome
+    again = catalogue.build_tools("s", list(reversed([t.raw for t in tools])))
+    assert [t.name for t in again] == names
+
+
+def test_real_catalogue_names_fit_client_limits() -> None:
+    by_server: dict[str, list[dict]] = {}
+    for entry in real_tools():
+        by_server.setdefault(entry["server"], []).append(entry)
+    names: list[str] = []
+    for server, tools in by_server.items():
+        names += [t.name for t in catalogue.build_tools(server, tools)]
+    assert len(names) == 222
+    assert len(set(names)) == 222
+    bare = Counter(t["name"] for t in real_tools())
+    assert sum(1 for c in bare.values() if c > 1) >= 1  # real clashes exist and are resolved by the prefix
+    assert all(CLIENT_PATTERN.match("mcp__coffer__" + n) for n in names)
+
+
+def test_snapshot_roundtrip_and_curated_view(coffer_home: Path) -> None:
+    assert catalogue.load_snapshot() is None
+    catalogue.save_server("b", tools=[tool("two"), tool("one")])
+    catalogue.save_server("a", tools=[tool("zed")], resources=[{"uri": "file:///x", "name": "x"}])
+    registry.add_server(registry.ServerConfig(name="a", command="echo"))
+    registry.add_server(registry.ServerConfig(name="b", command="echo", disabled_tools=["two"]))
+    registry.add_server(registry.ServerConfig(name="c", command="echo", enabled=False))
+    snap = catalogue.load_snapshot()
+    assert snap is not None and sorted(snap.servers) == ["a", "b"]
+    assert snap.servers["a"].resources == [{"uri": "file:///x", "name": "x"}]
+    raw = json.loads((coffer_home / "catalogue.json").read_text())
+    assert raw["servers"]["b"]["names"] == {"b__one": "one", "b__two": "two"}
+    reg = registry.load()
+    assert [t.name for t in catalogue.visible_tools(reg, snap)] == ["a__zed", "b__one"]
+    catalogue.drop_server("a")
+    assert sorted(catalogue.load_snapshot().servers) == ["b"]  # type: ignore[union-attr]
+
+
+def test_damaged_snapshot_is_rebuilt_on_save(coffer_home: Path) -> None:
+    coffer_home.mkdir(parents=True)
+    (coffer_home / "catalogue.json").write_text("{not json")
+    with pytest.raises(RegistryError, match="coffer refresh"):
+        catalogue.load_snapshot()
+    catalogue.save_server("a", tools=[tool("x")])
+    assert catalogue.load_snapshot() is not None
