@@ -10,6 +10,7 @@ from coffer.cli._app import app
 
 # One line per command group; each module adds its commands to `app` on import.
 from coffer.cli import registry  # noqa: F401  isort: skip
+from coffer.cli import memory  # noqa: F401  isort: skip
 
 
 def main() -> None:
