@@ -1,0 +1,448 @@
+"""The invocation log: one row per gateway call in coffer.db, and the queries behind `coffer log`.
+
+Recording sits on the call path of every `coffer serve` process, so `CallLog.record` only enqueues;
+one writer thread per process batches rows into `BEGIN IMMEDIATE` transactions. Several serve
+processes share the file (WAL + busy timeout). When the database cannot be written the writer retries
+a bounded number of times, then drops the rows with one stderr warning: a log never breaks a call.
+
+Rows hold who, when, which tool, how long and an outcome code. Never arguments, results, env values or
+upstream error text: `error_class` is squeezed to a short identifier so a message body cannot slip in.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import queue
+import re
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlite_utils import Migrations
+
+from coffer.errors import UsageError
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+OUTCOMES = ("ok", "error", "timeout", "cancelled", "refused")
+# Outcomes counted in a tool's error rate; a cancel is the client's choice, not a failure.
+FAILURES = ("error", "timeout", "refused")
+DEFAULT_RETENTION_DAYS = 90
+PRUNE_EVERY_S = 86_400.0
+
+BATCH_MAX = 500
+QUEUE_MAX = 50_000
+WRITE_ATTEMPTS = 3
+REOPEN_AFTER_S = 5.0
+_TEXT_MAX = 200
+_ERROR_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+
+COLUMNS = (
+    *("id", "ts", "client_name", "client_version", "server", "tool"),
+    *("duration_ms", "outcome", "error_class", "pid"),
+)
+
+MIGRATIONS = Migrations("coffer.log")
+
+
+@MIGRATIONS(name="0001_calls")
+def _m0001_calls(db: sqlite_utils.Database) -> None:
+    # AUTOINCREMENT: ids never go back, even after pruning every row, so `--tail` can follow by id.
+    db.execute(
+        """CREATE TABLE calls (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts REAL NOT NULL,
+            client_name TEXT,
+            client_version TEXT,
+            server TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            duration_ms REAL NOT NULL,
+            outcome TEXT NOT NULL,
+            error_class TEXT
+        )"""
+    )
+    db.execute("CREATE INDEX calls_ts ON calls (ts)")
+
+
+@MIGRATIONS(name="0002_pid_tool_index_meta")
+def _m0002_pid_tool_index_meta(db: sqlite_utils.Database) -> None:
+    # pid tells the serve processes (one per agent session) apart; old rows keep NULL.
+    db.execute("ALTER TABLE calls ADD COLUMN pid INTEGER")
+    db.execute("CREATE INDEX calls_server_tool ON calls (server, tool)")
+    db.execute("CREATE TABLE log_meta (key TEXT PRIMARY KEY, value TEXT)")
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One finished call. `ts` is when it started (epoch seconds)."""
+
+    ts: float
+    client_name: str | None
+    client_version: str | None
+    server: str
+    tool: str
+    duration_ms: float
+    outcome: str  # "ok" | "error" | "timeout" | "cancelled" | "refused"
+    error_class: str | None = None  # a short code or class name, never an upstream error body
+
+
+def _short(value: object, limit: int = _TEXT_MAX) -> str | None:
+    return None if value is None else str(value)[:limit]
+
+
+def safe_error_class(value: object) -> str | None:
+    """Keep an identifier-like code; anything else (a message, a body) becomes "unclassified"."""
+    if value is None:
+        return None
+    text = str(value)
+    return text if _ERROR_CLASS.fullmatch(text) else "unclassified"
+
+
+def _row(rec: CallRecord, pid: int) -> tuple[Any, ...]:
+    return (
+        float(rec.ts),
+        _short(rec.client_name),
+        _short(rec.client_version),
+        _short(rec.server) or "",
+        _short(rec.tool) or "",
+        float(rec.duration_ms),
+        rec.outcome if rec.outcome in OUTCOMES else "error",
+        safe_error_class(rec.error_class),
+        pid,
+    )
+
+
+_INSERT = (
+    "INSERT INTO calls (ts, client_name, client_version, server, tool, duration_ms, outcome, error_class, pid) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+@contextlib.contextmanager
+def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction that takes the lock up front (waiting out the busy timeout), not mid-way."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.execute("COMMIT")
+
+
+def migrate(db: sqlite_utils.Database) -> None:
+    """Apply pending log migrations under one write lock, so concurrent openers never race."""
+    if MIGRATIONS.pending(db):
+        with _immediate(db.conn):
+            MIGRATIONS.apply(db)  # re-reads what is applied now that we hold the lock
+
+
+def open_log(path: Path | None = None, *, check_same_thread: bool = True) -> sqlite_utils.Database:
+    """Open coffer.db with the log schema up to date (the CLI's reader, the writer's connection)."""
+    from coffer.store import open_db
+
+    db = open_db(path, check_same_thread=check_same_thread)
+    migrate(db)
+    return db
+
+
+def retention_days(settings: dict[str, Any] | None = None) -> float:
+    """`[settings] log_retention_days` (default 90; 0 keeps rows forever). Raises UsageError if invalid."""
+    if settings is None:
+        from coffer import registry
+
+        settings = registry.load().settings
+    value = settings.get("log_retention_days", DEFAULT_RETENTION_DAYS)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise UsageError(f"settings.log_retention_days must be a number of days >= 0, not {value!r}")
+    return float(value)
+
+
+def prune(db: sqlite_utils.Database, max_age_days: float, *, now: float | None = None) -> int:
+    """Delete rows older than `max_age_days` in short chunks (no long write lock); returns the count."""
+    now = time.time() if now is None else now
+    deleted = 0
+    conn = db.conn
+    if max_age_days > 0:
+        cutoff = now - max_age_days * 86_400
+        while True:
+            with _immediate(conn):
+                cur = conn.execute(
+                    "DELETE FROM calls WHERE id IN (SELECT id FROM calls WHERE ts < ? ORDER BY ts LIMIT 5000)",
+                    (cutoff,),
+                )
+            deleted += cur.rowcount
+            if cur.rowcount < 5000:
+                break
+    with _immediate(conn):
+        conn.execute("INSERT OR REPLACE INTO log_meta (key, value) VALUES ('last_prune', ?)", (str(now),))
+    return deleted
+
+
+def prune_if_due(db: sqlite_utils.Database, max_age_days: float, *, now: float | None = None) -> int:
+    """Prune at most once a day (checked on each writer open)."""
+    now = time.time() if now is None else now
+    row = db.execute("SELECT value FROM log_meta WHERE key = 'last_prune'").fetchone()
+    if row is not None and now - float(row[0]) < PRUNE_EVERY_S:
+        return 0
+    return prune(db, max_age_days, now=now)
+
+
+_FLUSH = object()
+_STOP = object()
+
+
+class CallLog:
+    """Per-process recorder: `record()` enqueues, a daemon thread writes batches."""
+
+    def __init__(self, path: Path | None, retention: float | None) -> None:
+        self.path = path
+        self._retention = retention
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=QUEUE_MAX)
+        self._closed = False
+        self._warned = False
+        self._pid = os.getpid()
+        self.written = 0
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="coffer-calllog", daemon=True)
+
+    @classmethod
+    def open(cls, path: Path | None = None, *, retention_days: float | None = None) -> CallLog:
+        """Start the writer. Never raises: an unusable database is reported once, and rows are dropped."""
+        calllog = cls(path, retention_days)
+        calllog._thread.start()
+        atexit.register(calllog.close)
+        return calllog
+
+    def record(self, rec: CallRecord) -> None:
+        """Queue one row; never blocks and never raises."""
+        try:
+            if self._closed:
+                self.dropped += 1
+                return
+            self._queue.put_nowait(rec)
+        except queue.Full:
+            self.dropped += 1
+            self._warn("writer is behind, queue full")
+        except Exception:
+            self.dropped += 1
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until every row queued so far is written (or dropped); False on timeout."""
+        if not self._thread.is_alive():
+            return self._queue.empty()
+        done = threading.Event()
+        try:
+            self._queue.put((_FLUSH, done), timeout=timeout)
+        except queue.Full:
+            return False
+        return done.wait(timeout)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Flush and stop the writer; later `record()` calls are dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        if self._thread.is_alive():
+            with contextlib.suppress(queue.Full):
+                self._queue.put(_STOP, timeout=timeout)
+            self._thread.join(timeout)
+
+    # -- writer thread -------------------------------------------------------------------------
+
+    def _warn(self, why: str) -> None:
+        if self._warned:
+            return
+        self._warned = True
+        with contextlib.suppress(Exception):
+            sys.stderr.write(f"coffer: warning: invocation log unavailable ({why}); dropping call rows\n")
+            sys.stderr.flush()
+
+    def _run(self) -> None:
+        db: sqlite_utils.Database | None = None
+        retry_open_at = 0.0
+        stop = False
+        while not stop:
+            batch = [self._queue.get()]
+            while len(batch) < BATCH_MAX:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            rows = [_row(item, self._pid) for item in batch if isinstance(item, CallRecord)]
+            if rows:
+                if db is None and time.monotonic() >= retry_open_at:
+                    db = self._connect()
+                    if db is None:
+                        retry_open_at = time.monotonic() + REOPEN_AFTER_S
+                if db is None or not self._write(db, rows):
+                    self.dropped += len(rows)
+                    if db is not None:
+                        with contextlib.suppress(Exception):
+                            db.conn.close()
+                        db = None
+                        retry_open_at = time.monotonic() + REOPEN_AFTER_S
+            for item in batch:
+                if isinstance(item, tuple) and item[0] is _FLUSH:
+                    item[1].set()
+                stop = stop or item is _STOP
+        if db is not None:
+            with contextlib.suppress(Exception):
+                db.conn.close()
+
+    def _connect(self) -> sqlite_utils.Database | None:
+        try:
+            db = open_log(self.path)
+        except Exception as exc:
+            self._warn(f"{type(exc).__name__}: {exc}")
+            return None
+        try:
+            days = self._retention
+            if days is None:
+                try:
+                    days = retention_days()
+                except Exception:
+                    days = DEFAULT_RETENTION_DAYS
+            prune_if_due(db, days)
+        except Exception:
+            pass  # retention is housekeeping; the next open tries again
+        return db
+
+    def _write(self, db: sqlite_utils.Database, rows: list[tuple[Any, ...]]) -> bool:
+        conn = db.conn
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                with _immediate(conn):
+                    conn.executemany(_INSERT, rows)
+                self.written += len(rows)
+                return True
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.rollback()
+                if attempt == WRITE_ATTEMPTS - 1:
+                    self._warn(f"{type(exc).__name__}: {exc}")
+                else:
+                    time.sleep(0.05 * 2**attempt)
+        return False
+
+
+# -- queries (the CLI) -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filters:
+    server: str | None = None
+    tool: str | None = None  # the tool name, or the exposed SERVER__TOOL
+    outcomes: tuple[str, ...] = ()
+    client: str | None = None  # client name, case-insensitive
+    since: float | None = None  # epoch seconds
+
+    def where(self) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.server:
+            clauses.append("server = ?")
+            params.append(self.server)
+        if self.tool:
+            clauses.append("(tool = ? OR server || '__' || tool = ?)")
+            params += [self.tool, self.tool]
+        if self.outcomes:
+            clauses.append(f"outcome IN ({', '.join('?' for _ in self.outcomes)})")
+            params += list(self.outcomes)
+        if self.client:
+            clauses.append("client_name = ? COLLATE NOCASE")
+            params.append(self.client)
+        if self.since is not None:
+            clauses.append("ts >= ?")
+            params.append(self.since)
+        return (" AND ".join(clauses) or "1"), params
+
+
+def _as_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    data = dict(zip(COLUMNS, row, strict=True))
+    data["time"] = datetime.fromtimestamp(data["ts"], tz=UTC).isoformat(timespec="milliseconds")
+    return data
+
+
+_SELECT = f"SELECT {', '.join(COLUMNS)} FROM calls"
+
+
+def query(db: sqlite_utils.Database, filters: Filters | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """The latest `limit` matching calls, oldest first (like `tail -n`)."""
+    where, params = filters.where() if filters else ("1", [])
+    rows = db.execute(f"{_SELECT} WHERE {where} ORDER BY ts DESC, id DESC LIMIT ?", [*params, limit]).fetchall()
+    return [_as_dict(r) for r in reversed(rows)]
+
+
+def last_id(db: sqlite_utils.Database) -> int:
+    row = db.execute("SELECT max(id) FROM calls").fetchone()
+    return int(row[0] or 0)
+
+
+def tail(
+    db: sqlite_utils.Database,
+    filters: Filters | None = None,
+    *,
+    after_id: int | None = None,
+    interval: float = 0.5,
+    stop: threading.Event | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Yield matching rows with id > `after_id` (default: the newest now), polling until `stop` is set."""
+    stop = stop or threading.Event()
+    cursor = last_id(db) if after_id is None else after_id
+    where, params = filters.where() if filters else ("1", [])
+    while not stop.is_set():
+        # Ids grow in commit order (AUTOINCREMENT, serialised writers): reading up to the newest id
+        # seen first means rows the filter rejects are never scanned twice and none are skipped.
+        newest = last_id(db)
+        if newest > cursor:
+            sql = f"{_SELECT} WHERE id > ? AND id <= ? AND {where} ORDER BY id"
+            for row in db.execute(sql, [cursor, newest, *params]).fetchall():
+                yield _as_dict(row)
+            cursor = newest
+        stop.wait(interval)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default), q in [0, 100]."""
+    if not sorted_values:
+        raise ValueError("percentile of no values")
+    pos = (len(sorted_values) - 1) * q / 100
+    low = int(pos)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
+
+
+def stats(db: sqlite_utils.Database, filters: Filters | None = None) -> list[dict[str, Any]]:
+    """Per server/tool: calls, failures (error, timeout, refused), error rate, p50/p95 duration; busiest first."""
+    where, params = filters.where() if filters else ("1", [])
+    groups: dict[tuple[str, str], tuple[list[float], int]] = {}
+    sql = f"SELECT server, tool, duration_ms, outcome FROM calls WHERE {where} ORDER BY server, tool, duration_ms"
+    for server, tool, duration, outcome in db.execute(sql, params):
+        durations, failures = groups.get((server, tool), ([], 0))
+        durations.append(duration)
+        groups[(server, tool)] = (durations, failures + (outcome in FAILURES))
+    out = [
+        {
+            "server": server,
+            "tool": tool,
+            "count": len(durations),
+            "errors": failures,
+            "error_rate": failures / len(durations),
+            "p50_ms": percentile(durations, 50),
+            "p95_ms": percentile(durations, 95),
+        }
+        for (server, tool), (durations, failures) in groups.items()
+    ]
+    return sorted(out, key=lambda s: (-s["count"], s["server"], s["tool"]))
