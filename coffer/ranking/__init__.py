@@ -1,0 +1,54 @@
+"""Tool and passage ranking: BM25F-lite, an offline embedding model, and their weighted fusion.
+
+One ranker serves `coffer search`, `coffer__search_tools` and `coffer__ask`. Importing this package
+is cheap: numpy, tokenizers and the model load only when a Ranker is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from coffer.ranking.docs import Doc, ToolLike, docs_from_tools, docs_hash
+from coffer.ranking.ranker import MODES, Ranker, RankResult, cached_ranker
+
+__all__ = [
+    "MODES",
+    "SEARCH_TOOL_DESCRIPTION",
+    "Doc",
+    "RankResult",
+    "Ranker",
+    "cached_ranker",
+    "docs_from_tools",
+    "docs_hash",
+    "search_tools",
+]
+
+SEARCH_TOOL_DESCRIPTION = (
+    "Search the tools of every MCP server behind this gateway and get the best matches with their "
+    "full input schemas; then call a returned tool directly by its name. "
+    "Write the query as the action you want to take, in plain words "
+    '("create a pull request", "read a file", "take a screenshot of the page"). '
+    "Search once per sub-goal: for a task with several steps (find the data, transform it, save a "
+    "file), make one short query for each step rather than one query for the whole task, since one "
+    "query for a whole task finds far fewer of the tools it needs. "
+    "Ranking is local and deterministic (keyword and semantic match over tool names and "
+    "descriptions); top_k defaults to 5, at most 20."
+)
+
+
+def search_tools(
+    tools: Iterable[ToolLike],
+    query: str,
+    k: int = 5,
+    *,
+    mode: str = "hybrid",
+    cache_dir: Path | None = None,
+    key: str | None = None,
+) -> RankResult:
+    """Rank catalogue tools for `query`, reusing the built index while the catalogue is unchanged.
+
+    Raises UsageError when k < 1 or `mode` is unknown.
+    """
+    docs = docs_from_tools(tools)
+    return cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key).search(query, k)

@@ -1,0 +1,176 @@
+"""Text to BM25 terms: split identifiers, lowercase, drop stopwords, stem.
+
+Tool names arrive as `create_pull_request`, `browser-navigate`, `getFileInfo` or `ec2Instances`;
+queries arrive as plain English. Both go through the same pipeline so "open a pull request" meets
+`create_pull_request`. Deterministic and pure: the same text always gives the same terms.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+from itertools import pairwise
+
+# A run of letters/digits, or one CJK ideograph (no spaces in Chinese: one character per term is the
+# cheapest segmentation that still lets a Chinese query meet a Chinese description).
+_WORD = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\W_]+", re.UNICODE)
+# camelCase and digit boundaries inside one word: "getHTTPResponse2xx" -> get HTTP Response 2 xx.
+_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+|[^\W\d_A-Za-z]+", re.UNICODE)
+
+STOPWORDS: frozenset[str] = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "should",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "this",
+        "those",
+        "to",
+        "us",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+    }
+)
+
+
+# Short forms developers type for words tool descriptions spell out. Applied to docs and queries alike.
+ABBREVIATIONS: dict[str, tuple[str, ...]] = {
+    "pr": ("pull", "request"),
+    "prs": ("pull", "request"),
+    "repo": ("repository",),
+    "repos": ("repository",),
+    "k8s": ("kubernetes",),
+    "db": ("database",),
+    "env": ("environment",),
+    "dir": ("directory",),
+    "dirs": ("directory",),
+    "config": ("configuration",),
+    "info": ("information",),
+    "msg": ("message",),
+    "img": ("image",),
+    "js": ("javascript",),
+    "ts": ("typescript",),
+    "py": ("python",),
+    "md": ("markdown",),
+    "url": ("url", "link"),
+}
+
+
+@lru_cache(maxsize=1)
+def _stemmer():  # type: ignore[no-untyped-def]
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+_stems: dict[str, str] = {}
+
+
+def stem(word: str) -> str:
+    """Snowball (Porter2) stem, memoised: a catalogue repeats few distinct words."""
+    hit = _stems.get(word)
+    if hit is None:
+        hit = _stemmer().stemWord(word) if word.isascii() and word.isalpha() else word
+        if len(_stems) < 200_000:
+            _stems[word] = hit
+    return hit
+
+
+def split_words(text: str) -> list[str]:
+    """Lowercased words of `text`, identifiers split on snake, kebab, camel case and digits.
+
+    A letter run followed by digits also keeps its joined form ("base64", "ec2" from "ec2Instances"),
+    since people type those whole.
+    """
+    out: list[str] = []
+    for word in _WORD.findall(text):
+        if word.lower() in ABBREVIATIONS:  # "k8s" stays whole so it can be expanded
+            out.append(word.lower())
+            continue
+        parts = _PART.findall(word) if not word.islower() or any(c.isdigit() for c in word) else [word]
+        if len(parts) > 1:
+            lowered = [p.lower() for p in parts]
+            out.extend(lowered)
+            out.extend(a + b for a, b in pairwise(lowered) if b.isdigit() and a.isalpha())
+        else:
+            out.append(word.lower())
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    """BM25 terms of `text`, in order, repeats kept (term frequency matters)."""
+    out: list[str] = []
+    for word in split_words(text):
+        for w in ABBREVIATIONS.get(word, (word,)):
+            if _keep(w):
+                out.append(stem(w))
+    return out
+
+
+def _keep(word: str) -> bool:
+    if word in STOPWORDS:
+        return False
+    # Single Latin letters are noise ("s" from "s3"), single digits and CJK characters are not.
+    return len(word) > 1 or not word.isascii() or word.isdigit()
+
+
+def tokenize_all(texts: Iterable[str]) -> list[list[str]]:
+    return [tokenize(t) for t in texts]
