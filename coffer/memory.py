@@ -14,8 +14,6 @@ import hashlib
 import json
 import re
 import secrets
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -319,32 +317,12 @@ def _load_passages(db: sqlite_utils.Database, servers: Iterable[str] | None) -> 
     return out
 
 
-_RANKERS: OrderedDict[str, Ranker] = OrderedDict()
-_RANKERS_LOCK = threading.Lock()
-_RANKERS_KEEP = 4
+def ranker_for(passages: list[_Passage], mode: str = "hybrid") -> Ranker:
+    """The Ranker over these passages, reused while their content hash (and the mode) is unchanged."""
+    from coffer.ranking import Doc, cached_ranker
 
-
-def ranker_for(passages: list[_Passage]) -> Ranker:
-    """The hybrid Ranker over these passages, reused while their content hash is unchanged."""
-    from coffer.ranking import Doc, Ranker
-
-    digest = hashlib.sha256()
-    for p in passages:
-        for value in (p.key, p.title, p.text, p.extra):
-            data = value.encode("utf-8", "surrogatepass")
-            digest.update(len(data).to_bytes(8, "little") + data)
-    key = digest.hexdigest()
-    with _RANKERS_LOCK:
-        if key in _RANKERS:
-            _RANKERS.move_to_end(key)
-            return _RANKERS[key]
-        server = lambda p: p.source.get("server", "")  # noqa: E731
-        docs = [Doc(id=p.key, name=p.title, text=p.text, params=p.extra, server=server(p)) for p in passages]
-        ranker = Ranker(docs, mode="hybrid", cache_dir=paths.cache_dir())
-        _RANKERS[key] = ranker
-        while len(_RANKERS) > _RANKERS_KEEP:
-            _RANKERS.popitem(last=False)
-        return ranker
+    docs = [Doc(p.key, p.title, p.text, params=p.extra, server=p.source.get("server", "")) for p in passages]
+    return cached_ranker(docs, mode=mode, cache_dir=paths.cache_dir())
 
 
 def _check(question: str, top_k: int) -> tuple[str, int]:
@@ -359,7 +337,9 @@ def _check(question: str, top_k: int) -> tuple[str, int]:
     return question.strip(), min(top_k, MAX_TOP_K)
 
 
-def search(question: str, top_k: int = 5, servers: Iterable[str] | None = None) -> dict[str, Any]:
+def search(
+    question: str, top_k: int = 5, servers: Iterable[str] | None = None, *, mode: str = "hybrid"
+) -> dict[str, Any]:
     """Rank every note passage and indexed resource passage (only `servers`' when given).
 
     Raises UsageError for an empty question or a top_k below 1; a top_k above 20 is clamped.
@@ -369,13 +349,14 @@ def search(question: str, top_k: int = 5, servers: Iterable[str] | None = None) 
         passages = _load_passages(db, servers)
     if not passages:
         return {"passages": [], "total_searched": 0, "ranker": "none", "notice": NOTICE}
-    result = ranker_for(passages).search(question, k)
+    result = ranker_for(passages, mode).search(question, k)
     by_key = {p.key: p for p in passages}
     out = [
         {"text": by_key[doc.id].text, "source": by_key[doc.id].source, "score": round(float(score), 4)}
         for doc, score in result.hits
     ]
-    return {"passages": out, "total_searched": len(passages), "ranker": result.ranker, "notice": NOTICE}
+    found = {"passages": out, "total_searched": result.total, "ranker": result.ranker, "notice": NOTICE}
+    return found | ({"note": result.note} if result.note else {})
 
 
 def _attr(value: Any) -> str:
