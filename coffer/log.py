@@ -183,8 +183,8 @@ def prune(db: sqlite_utils.Database, max_age_days: float, *, now: float | None =
             deleted += cur.rowcount
             if cur.rowcount < 5000:
                 break
-    with _immediate(conn):
-        conn.execute("INSERT OR REPLACE INTO log_meta (key, value) VALUES ('last_prune', ?)", (str(now),))
+        with _immediate(conn):
+            conn.execute("INSERT OR REPLACE INTO log_meta (key, value) VALUES ('last_prune', ?)", (str(now),))
     return deleted
 
 
@@ -440,8 +440,8 @@ def stats(db: sqlite_utils.Database, filters: Filters | None = None) -> list[dic
             "count": len(durations),
             "errors": failures,
             "error_rate": failures / len(durations),
-            "p50_ms": percentile(durations, 50),
-            "p95_ms": percentile(durations, 95),
+            "p50_ms": round(percentile(durations, 50), 3),
+            "p95_ms": round(percentile(durations, 95), 3),
         }
         for (server, tool), (durations, failures) in groups.items()
     ]
