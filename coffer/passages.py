@@ -36,7 +36,8 @@ def _sections(text: str) -> list[tuple[str, list[str]]]:
             sections.append((heading.group(1), []))
             block.append(line)
         elif not fenced and not line.strip():
-            flush()
+            if block and not (len(block) == 1 and _HEADING_RE.match(block[0])):
+                flush()  # a heading stays with the paragraph under it
         else:
             block.append(line.rstrip())
     flush()
@@ -81,7 +82,7 @@ def split_passages(
     out: list[tuple[str, str]] = []
     for heading, blocks in _sections(text.replace("\r\n", "\n").replace("\r", "\n")):
         chunk = ""
-        for piece in (p for b in blocks for p in _fit(b, max_chars)):
+        for piece in (p for b in blocks for p in _fit(b, max_chars - overlap - 2)):
             if chunk and len(chunk) + 2 + len(piece) > max_chars:
                 out.append((heading, chunk))
                 tail = _tail(chunk, overlap)
