@@ -51,13 +51,28 @@ def snapshot_path() -> Path:
 
 
 def cache_dir() -> Path:
-    """Derived data that can always be rebuilt (tool vectors, indexes)."""
-    return data_dir() / "cache"
+    """Derived data that can always be rebuilt (tool vectors, indexes); created 0700 on first use."""
+    path = data_dir() / "cache"
+    with contextlib.suppress(OSError):  # a cache that cannot be created is only a slower start
+        ensure_private_dir(path)
+    return path
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create `path` (and parents) as 0700: the vault holds tokens and call history."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    """Create `path` (and any missing parents) as 0700: the vault holds tokens and call history.
+
+    `mkdir(parents=True)` would create the parents with the umask's mode (0777 under umask 000).
+    """
+    missing: list[Path] = []
+    probe = path
+    while not probe.exists() and probe.parent != probe:
+        missing.append(probe)
+        probe = probe.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=0o700)
+        with contextlib.suppress(OSError):
+            os.chmod(directory, 0o700)
     with contextlib.suppress(OSError):
         os.chmod(path, 0o700)
     return path
@@ -70,5 +85,5 @@ def all_paths() -> dict[str, Path]:
         "registry": registry_path(),
         "database": db_path(),
         "snapshot": snapshot_path(),
-        "cache": cache_dir(),
+        "cache": data_dir() / "cache",
     }

@@ -268,6 +268,9 @@ def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = Fals
         if cfg.timeout != DEFAULT_TIMEOUT_S:
             table.add("timeout", cfg.timeout)
         servers[cfg.name] = table
+    from coffer.pinning import approve_server_config  # the user chose this launch config (add/import)
+
+    approve_server_config(cfg)
 
 
 def _inline(values: Mapping[str, str]) -> Any:
@@ -350,8 +353,12 @@ def expand(value: str, environ: Mapping[str, str] | None = None, what: str = "va
 
 
 def resolved_env(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    return {k: expand(v, environ, f"{cfg.name}: env {k}") for k, v in cfg.env.items()}
+    from coffer.redact import registered  # resolved values are scrubbed from everything Coffer writes
+
+    return registered({k: expand(v, environ, f"{cfg.name}: env {k}") for k, v in cfg.env.items()})
 
 
 def resolved_headers(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    return {k: expand(v, environ, f"{cfg.name}: header {k}") for k, v in cfg.headers.items()}
+    from coffer.redact import registered
+
+    return registered({k: expand(v, environ, f"{cfg.name}: header {k}") for k, v in cfg.headers.items()})

@@ -20,12 +20,19 @@ def _console(stderr: bool = False) -> Any:
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
+def _clean(value: Any) -> str:
+    """Every string Coffer prints passes through redaction of resolved secret values."""
+    from coffer.redact import scrub
+
+    return scrub("" if value is None else str(value))
+
+
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(_clean(json.dumps(data, indent=2, ensure_ascii=False, default=str)) + "\n")
 
 
 def print_json_line(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.write(_clean(json.dumps(data, ensure_ascii=False, default=str)) + "\n")
     sys.stdout.flush()
 
 
@@ -38,7 +45,7 @@ def table(
     for col in columns:
         tbl.add_column(col, overflow="fold")
     for row in rows:
-        tbl.add_row(*("" if v is None else str(v) for v in row))
+        tbl.add_row(*(_clean(v) for v in row))
     _console().print(tbl)
 
 
@@ -49,22 +56,22 @@ def kv(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
     tbl.add_column(style="bold")
     tbl.add_column(overflow="fold")
     for key, value in pairs:
-        tbl.add_row(key, "" if value is None else str(value))
+        tbl.add_row(key, _clean(value))
     _console().print(tbl)
 
 
 def say(message: str) -> None:
     """A human status line (stderr, so stdout stays clean for data)."""
-    _console(stderr=True).print(message, markup=False)
+    _console(stderr=True).print(_clean(message), markup=False)
 
 
 def text(message: str) -> None:
     """Plain text to stdout (the command's actual output)."""
-    sys.stdout.write(message + "\n")
+    sys.stdout.write(_clean(message) + "\n")
 
 
 def error(message: str) -> None:
-    sys.stderr.write(f"coffer: error: {message}\n")
+    sys.stderr.write(f"coffer: error: {_clean(message)}\n")
 
 
 def first_line(text_value: str, width: int = 80) -> str:

@@ -12,6 +12,7 @@ from coffer.cli._app import app
 from coffer.cli import registry  # noqa: F401  isort: skip
 from coffer.cli import memory  # noqa: F401  isort: skip
 from coffer.cli import log  # noqa: F401  isort: skip
+from coffer.cli import trust  # noqa: F401  isort: skip
 
 
 def main() -> None:
