@@ -11,6 +11,7 @@ from coffer.cli._app import app
 # One line per command group; each module adds its commands to `app` on import.
 from coffer.cli import registry  # noqa: F401  isort: skip
 from coffer.cli import memory  # noqa: F401  isort: skip
+from coffer.cli import search  # noqa: F401  isort: skip
 from coffer.cli import log  # noqa: F401  isort: skip
 from coffer.cli import trust  # noqa: F401  isort: skip
 

@@ -21,6 +21,7 @@ __all__ = [
     "cached_ranker",
     "docs_from_tools",
     "docs_hash",
+    "search_snapshot",
     "search_tools",
 ]
 
@@ -52,3 +53,24 @@ def search_tools(
     """
     docs = docs_from_tools(tools)
     return cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key).search(query, k)
+
+
+def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
+    """Rank the enabled tools of the saved catalogue snapshot, offline (`coffer search`).
+
+    Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1.
+    """
+    from coffer import catalogue, paths, registry
+    from coffer.errors import NotFoundError, UsageError
+
+    if not query.strip():
+        raise UsageError("the query is empty")
+    if k < 1:
+        raise UsageError(f"--top-k must be at least 1, got {k}")
+    snapshot = catalogue.load_snapshot()
+    if snapshot is None:
+        raise NotFoundError(
+            "no catalogue snapshot yet: run `coffer refresh` (or start `coffer serve`) to list the servers' tools"
+        )
+    tools = catalogue.visible_tools(registry.load(), snapshot)
+    return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir())

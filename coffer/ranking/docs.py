@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from coffer.ranking.tokenize import split_words, tokenize
+from coffer.ranking.tokenize import expand_abbreviations, split_words, tokenize
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def doc_fields(doc: Doc) -> dict[str, list[str]]:
 def embed_text(doc: Doc) -> str:
     """The text a doc is embedded as: its name in plain words, then its body."""
     name = " ".join(split_words(doc.name))
-    return f"{name}: {doc.text}" if doc.text else name
+    return expand_abbreviations(f"{name}: {doc.text}" if doc.text else name)
 
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
@@ -102,7 +102,7 @@ def embed_chunks(doc: Doc) -> list[str]:
     if len(sentences) < 2:
         return []
     name = " ".join(split_words(doc.name))
-    return [f"{name}: {s}" for s in sentences[:MAX_CHUNKS]]
+    return [expand_abbreviations(f"{name}: {s}") for s in sentences[:MAX_CHUNKS]]
 
 
 def docs_hash(docs: Sequence[Doc]) -> str:

@@ -23,11 +23,16 @@ def max_normalise(scores: np.ndarray) -> np.ndarray:
 
 
 def minmax_normalise(scores: np.ndarray) -> np.ndarray:
-    """Map scores onto [0, 1]; a constant vector (e.g. an empty query's) maps to all-zero."""
+    """Map scores onto [0, 1]. With no spread (one doc, or identical docs) keep the positive raw scores,
+    so a lone relevant doc is still found and an empty query still scores nothing."""
+    import numpy as np
+
     if not scores.size:
         return scores
     lo, hi = float(scores.min()), float(scores.max())
-    return (scores - lo) / (hi - lo) if hi > lo else scores * 0.0
+    if hi - lo > 1e-6:
+        return (scores - lo) / (hi - lo)
+    return np.clip(scores, 0.0, 1.0)
 
 
 def weighted_fusion(bm25: np.ndarray, semantic: np.ndarray, bm25_weight: float = BM25_WEIGHT) -> np.ndarray:

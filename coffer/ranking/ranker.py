@@ -13,7 +13,7 @@ from coffer.errors import UsageError
 from coffer.ranking.bm25 import BM25Index, BM25Params
 from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
 from coffer.ranking.fuse import BM25_WEIGHT, top_k, weighted_fusion
-from coffer.ranking.tokenize import tokenize
+from coffer.ranking.tokenize import expand_abbreviations, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,7 +47,7 @@ class _SemanticIndex:
     def scores(self, query: str) -> np.ndarray:
         import numpy as np
 
-        qv = self.model.embed([query])[0]
+        qv = self.model.embed([expand_abbreviations(query)])[0]
         full = self.vectors @ qv
         if not self.owners.size:
             return full

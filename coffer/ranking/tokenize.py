@@ -172,5 +172,13 @@ def _keep(word: str) -> bool:
     return len(word) > 1 or not word.isascii() or word.isdigit()
 
 
+_ABBREV_RE = re.compile(r"\b(" + "|".join(sorted(ABBREVIATIONS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+
+
+def expand_abbreviations(text: str) -> str:
+    """`text` with short forms spelled out ("open a PR" -> "open a pull request"), for the embedder."""
+    return _ABBREV_RE.sub(lambda m: " ".join(ABBREVIATIONS[m.group(0).lower()]), text)
+
+
 def tokenize_all(texts: Iterable[str]) -> list[list[str]]:
     return [tokenize(t) for t in texts]

@@ -1,0 +1,89 @@
+"""`coffer search` over a real snapshot of the 222 real tools, offline, through the Typer app."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coffer import catalogue, registry
+from tests.conftest import run_cli
+
+DATA = Path(__file__).parent / "data" / "real-servers.json"
+
+
+@pytest.fixture
+def real_vault(coffer_home: Path) -> Path:
+    """Registry entries and a catalogue snapshot for the 16 real servers (nothing is started)."""
+    by_server: dict[str, list[dict]] = {}
+    for entry in json.loads(DATA.read_text()):
+        raw = {k: v for k, v in entry.items() if k != "server"}
+        by_server.setdefault(entry["server"], []).append(raw)
+    for server, tools in by_server.items():
+        registry.add_server(registry.ServerConfig(name=server, command="true"))
+        catalogue.save_server(server, tools=tools)
+    return coffer_home
+
+
+def test_no_snapshot_is_a_clear_error(cli: CliRunner) -> None:
+    result = run_cli(cli, "search", "open a pull request", code=3)
+    assert "no catalogue snapshot yet" in result.stderr
+    assert result.stdout == ""
+
+
+def test_table_lists_the_best_tools(cli: CliRunner, real_vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # a wide terminal: rows are not folded
+    result = run_cli(cli, "search", "create a pull request", "--top-k", "3")
+    assert "github__create_pull_request" in result.stdout
+    assert "Create a new pull request in a GitHub repository" in result.stdout
+    assert "222 tools searched" in result.stdout
+
+
+def test_json_output(cli: CliRunner, real_vault: Path) -> None:
+    result = run_cli(cli, "search", "take a screenshot of the page", "--json", "-k", "4")
+    data = json.loads(result.stdout)
+    assert data["ranker"] == "hybrid" and data["total_searched"] == 222
+    assert len(data["tools"]) == 4
+    assert data["tools"][0]["name"] == "playwright__browser_take_screenshot"
+    assert set(data["tools"][0]) == {"name", "description", "score"}
+    scores = [t["score"] for t in data["tools"]]
+    assert scores == sorted(scores, reverse=True)
+    # the vectors were cached beside the snapshot for the next run
+    assert list((real_vault / "cache" / "vectors").glob("*.npy"))
+
+
+def test_bm25_ranker_and_no_zero_score_matches(cli: CliRunner, real_vault: Path) -> None:
+    data = json.loads(run_cli(cli, "search", "merge a pull request", "--ranker", "bm25", "--json").stdout)
+    assert data["ranker"] == "bm25" and data["tools"][0]["name"] == "github__merge_pull_request"
+    data = json.loads(run_cli(cli, "search", "xyzzy", "--ranker", "bm25", "--json").stdout)
+    assert data["tools"] == [] and data["total_searched"] == 222
+    assert "no tool matches" in run_cli(cli, "search", "xyzzy", "--ranker", "bm25").stderr
+
+
+def test_disabled_tools_and_servers_are_not_searched(cli: CliRunner, real_vault: Path) -> None:
+    run_cli(cli, "disable", "github__create_pull_request")
+    run_cli(cli, "disable", "sentry")
+    data = json.loads(run_cli(cli, "search", "create a pull request", "--json", "-k", "20").stdout)
+    names = [t["name"] for t in data["tools"]]
+    assert "github__create_pull_request" not in names
+    assert not any(n.startswith("sentry__") for n in names)
+    assert data["total_searched"] == 222 - 1 - 9
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "x", "--top-k", "0"], "at least 1"),
+        (["search", "   "], "query is empty"),
+    ],
+)
+def test_bad_input_is_a_usage_error(cli: CliRunner, real_vault: Path, args: list[str], message: str) -> None:
+    result = run_cli(cli, *args, code=2)
+    assert message in result.stderr
+
+
+def test_unknown_ranker_is_rejected(cli: CliRunner, real_vault: Path) -> None:
+    result = run_cli(cli, "search", "x", "--ranker", "fuzzy", code=2)
+    assert "fuzzy" in result.stderr
