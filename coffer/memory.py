@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import secrets
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -67,7 +68,10 @@ def _m001(db: sqlite_utils.Database) -> None:
 def _connect() -> Iterator[sqlite_utils.Database]:
     db = store.open_db()
     try:
-        MIGRATIONS.apply(db)
+        try:
+            MIGRATIONS.apply(db)
+        except sqlite3.OperationalError:  # another process created the migrations table just now
+            MIGRATIONS.apply(db)
         yield db
     finally:
         db.conn.close()

@@ -7,6 +7,8 @@ import json
 import os
 import re
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import anyio
@@ -15,7 +17,7 @@ from typer.testing import CliRunner
 
 from coffer import memory, passages
 from coffer.errors import NotFoundError, UsageError
-from tests.conftest import run_cli
+from tests.conftest import run_cli, subprocess_env
 
 
 def _ask(cli: CliRunner, question: str, *extra: str) -> dict:
@@ -244,3 +246,14 @@ def test_empty_vault_answers_with_no_passages(coffer_home: Path) -> None:
     result = anyio.run(memory.answer, "anything at all?", 5, sample)
     assert result["passages"] == [] and result["total_searched"] == 0 and "answer_error" in result
     assert calls == []
+
+
+def test_concurrent_writers_lose_nothing(coffer_home: Path) -> None:
+    """Several processes (CLI runs, `coffer serve` instances) write notes to a fresh vault at once."""
+    code = "import sys\nfrom coffer import memory\nfor j in range(8): memory.add_note(f'note {sys.argv[1]}-{j}')"
+    env = subprocess_env(coffer_home)
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], env=env) for i in range(4)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]
+    notes = memory.list_notes()
+    assert sorted(n.text for n in notes) == sorted(f"note {i}-{j}" for i in range(4) for j in range(8))
+    assert all(n.passages == 1 for n in notes)
