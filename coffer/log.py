@@ -308,12 +308,8 @@ class CallLog:
             self._warn(f"{type(exc).__name__}: {exc}")
             return None
         try:
-            days = self._retention
-            if days is None:
-                try:
-                    days = retention_days()
-                except Exception:
-                    days = DEFAULT_RETENTION_DAYS
+            # An unreadable setting skips pruning: guessing the default could delete rows the user keeps.
+            days = retention_days() if self._retention is None else self._retention
             prune_if_due(db, days)
         except Exception:
             pass  # retention is housekeeping; the next open tries again

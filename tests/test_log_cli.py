@@ -143,6 +143,18 @@ def test_each_log_command_applies_the_retention_setting(cli: CliRunner, coffer_h
     assert "settings.log_retention_days must be a number" in result.stderr
 
 
+def test_a_broken_registry_never_prunes_but_the_log_still_shows(cli: CliRunner, coffer_home: Path) -> None:
+    path = coffer_home / "coffer.db"
+    write(path, rec("ancient", ts=time.time() - 200 * 86_400))
+    (coffer_home / "coffer.toml").write_text("[settings\nlog_retention_days = 365\n")
+    calllog = CallLog.open(path)  # retention from the (unreadable) registry: skip, never guess 90
+    calllog.record(rec("fresh"))
+    calllog.close()
+    result = run_cli(cli, "log", "--json")
+    assert tools(result) == ["ancient", "fresh"]
+    assert "warning: not pruning the log" in result.stderr
+
+
 def test_tail_picks_up_a_row_written_by_another_process(coffer_home: Path) -> None:
     path = coffer_home / "coffer.db"
     write(path, rec("first"))

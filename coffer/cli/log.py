@@ -75,9 +75,15 @@ def _filters(server: str | None, tool: str | None, outcome: str | None, since: s
 def _open_pruned() -> Any:
     """Open the log and apply retention (cheap: an indexed delete), as every `coffer log` call does."""
     from coffer import log, registry
+    from coffer.errors import RegistryError
 
     db = log.open_log()
-    log.prune(db, log.retention_days(registry.load().settings))
+    try:
+        settings = registry.load().settings
+    except RegistryError as exc:
+        render.say(f"coffer: warning: not pruning the log: {exc}")  # the log is how you debug; still show it
+        return db
+    log.prune(db, log.retention_days(settings))
     return db
 
 
