@@ -25,6 +25,7 @@ def run_cli(runner: CliRunner, *args: str, input: str | None = None, code: int |
         assert result.exit_code == code, f"exit {result.exit_code}\nstdout:{result.stdout}\nstderr:{result.stderr}"
     return result
 
+
 CANARY = "cnry-7f3a9d2e41b6"
 
 
