@@ -257,3 +257,16 @@ def test_concurrent_writers_lose_nothing(coffer_home: Path) -> None:
     notes = memory.list_notes()
     assert sorted(n.text for n in notes) == sorted(f"note {i}-{j}" for i in range(4) for j in range(8))
     assert all(n.passages == 1 for n in notes)
+
+
+def test_cli_ask_searches_only_enabled_servers_knowledge(cli: CliRunner) -> None:
+    memory.index_resources("res", [("docs://runbook", "runbook", "Rollbacks run `make rollback` on the bastion.")])
+
+    def resource_uris() -> list[str]:
+        return [p["source"].get("uri") for p in _ask(cli, "how do rollbacks run?")["passages"]]
+
+    assert resource_uris() == []  # not a registered server (removed, or never added)
+    run_cli(cli, "add", "res", "--", "python", "server.py")
+    assert resource_uris() == ["docs://runbook"]
+    run_cli(cli, "disable", "res")
+    assert resource_uris() == []

@@ -111,6 +111,9 @@ def ask(
         return
     render.table(
         ["#", "score", "source", "passage"],
-        [(n, f"{p['score']:.3f}", _origin(p["source"]), p["text"]) for n, p in enumerate(result["passages"], 1)],
+        [
+            (n, f"{p['score']:.3f}", _origin(p["source"]), " ".join(p["text"].split()))
+            for n, p in enumerate(result["passages"], 1)
+        ],
         caption=f"{result['total_searched']} passages searched ({result['ranker']}); {memory.NOTICE}",
     )
