@@ -18,6 +18,10 @@ async def _fetch(tmp_path: Path) -> list[tuple[str, str, str]]:
     with (tmp_path / "upstream.stderr").open("w") as errlog, anyio.fail_after(30):
         async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
+            # resources the gateway already listed (wire dicts) are read without listing again
+            listed = [{"uri": "docs://oncall", "name": "oncall"}, {"uri": "docs://logo.png"}, {"uri": "docs://broken"}]
+            pre = await memory.fetch_text_resources(session, "res", listed=listed)
+            assert [(uri, name) for uri, name, _ in pre] == [("docs://oncall", "oncall")]
             return await memory.fetch_text_resources(session, "res")
 
 
