@@ -1,0 +1,1 @@
+"""Coffer's offline evaluation suites (`python -m evals.run`)."""

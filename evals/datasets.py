@@ -1,0 +1,99 @@
+"""Loading the eval data sets: tools as catalogue-like records, queries with gold groups."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DATA_DIR = Path(__file__).parent / "data"
+DATASETS = ("coffer-real", "livemcpbench", "metatool")
+# metatool has 21,111 queries; a fixed, order-independent subsample keeps the default run fast.
+METATOOL_SAMPLE = 1000
+
+
+@dataclass(frozen=True)
+class EvalTool:
+    """Duck-types coffer.catalogue.CatalogueTool, so evals go through docs_from_tools like the CLI."""
+
+    name: str
+    server: str
+    tool: str
+    description: str
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    groups: tuple[frozenset[str], ...]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    name: str
+    tools: list[EvalTool]
+    queries: list[Query]
+    note: str = ""
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _tool(row: dict[str, Any]) -> EvalTool:
+    name = row["name"]
+    server = row.get("server") or ""
+    bare = name[len(server) + 2 :] if server and name.startswith(server + "__") else name
+    schema = row.get("inputSchema") or {}
+    return EvalTool(
+        name=name,
+        server=server,
+        tool=bare,
+        description=row.get("description") or "",
+        input_schema=schema if isinstance(schema, dict) else {},
+    )
+
+
+def _groups(row: dict[str, Any]) -> tuple[frozenset[str], ...]:
+    if row.get("relevant_groups"):
+        return tuple(frozenset(g) for g in row["relevant_groups"])
+    return tuple(frozenset([name]) for name in dict.fromkeys(row["relevant"]))
+
+
+def stable_order(ids: list[str], salt: str) -> list[str]:
+    """A fixed pseudo-random order that depends only on the ids, not on file order or Python's hash."""
+    return sorted(ids, key=lambda i: hashlib.sha256(f"{salt}:{i}".encode()).hexdigest())
+
+
+def metatool_split(rows: list[dict[str, Any]], part: str) -> list[dict[str, Any]]:
+    """`sample`: the 1,000 eval queries; `dev`: 2,000 other queries for tuning; `full`: all."""
+    if part == "full":
+        return rows
+    order = stable_order([r["id"] for r in rows], "coffer-metatool")
+    chosen = set(order[:METATOOL_SAMPLE] if part == "sample" else order[METATOOL_SAMPLE : METATOOL_SAMPLE + 2000])
+    return [r for r in rows if r["id"] in chosen]
+
+
+def load(name: str, full: bool = False, part: str | None = None) -> Dataset:
+    """Load one data set. For metatool, `full` uses every query instead of the fixed sample."""
+    folder = DATA_DIR / name
+    if not folder.is_dir():
+        raise ValueError(f"unknown data set {name!r} (known: {', '.join(DATASETS)})")
+    tools = [_tool(r) for r in _read_jsonl(folder / "tools.jsonl")]
+    rows = _read_jsonl(folder / "queries.jsonl")
+    note = ""
+    if name == "metatool":
+        part = part or ("full" if full else "sample")
+        rows = metatool_split(rows, part)
+        if part == "sample":
+            note = f"fixed sample of {len(rows)} of 21,111 queries (--full for all)"
+        elif part == "dev":
+            note = "dev split (tuning only)"
+    queries = [Query(id=str(r.get("id", i)), text=r["query"], groups=_groups(r)) for i, r in enumerate(rows)]
+    return Dataset(name=name, tools=tools, queries=queries, note=note)

@@ -1,0 +1,116 @@
+"""`python -m evals.run`: the tool_search suite, per data set and ranker, as a table and JSON.
+
+Deterministic and local: no network, no LLM. metatool runs on a fixed 1,000-query sample unless
+`--full` is given (21,111 queries). Timings are wall-clock on this machine and vary run to run;
+the quality numbers do not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from evals import datasets, metrics
+
+SUITES = ("tool_search",)
+RANKERS = ("bm25", "semantic", "hybrid")
+BASELINE = Path(__file__).parent / "baseline.json"
+K = 10
+
+
+def evaluate(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None) -> dict[str, Any]:
+    """Rank every query of `ds` with one ranker; mean metrics in percent, plus timings."""
+    from coffer.ranking import Ranker, docs_from_tools
+
+    started = time.perf_counter()
+    ranker = Ranker(docs_from_tools(ds.tools), mode=mode, cache_dir=cache_dir)
+    build_s = time.perf_counter() - started
+    totals = dict.fromkeys(metrics.METRICS, 0.0)
+    search_s = 0.0
+    for query in ds.queries:
+        t0 = time.perf_counter()
+        result = ranker.search(query.text, K)
+        search_s += time.perf_counter() - t0
+        scored = metrics.score_query([doc.id for doc, _ in result.hits], query.groups)
+        for name, value in scored.items():
+            totals[name] += value
+    n = len(ds.queries)
+    row: dict[str, Any] = {"dataset": ds.name, "ranker": mode, "ran": ranker.ranker, "queries": n}
+    row.update({name: round(100.0 * value / n, 1) if n else 0.0 for name, value in totals.items()})
+    row["ms_per_query"] = round(1000.0 * search_s / n, 3) if n else 0.0
+    row["build_s"] = round(build_s, 3)
+    if ds.note:
+        row["note"] = ds.note
+    if ranker.note:
+        row["ranker_note"] = ranker.note
+    return row
+
+
+def run(names: list[str], rankers: list[str], full: bool = False, cache_dir: Path | None = None) -> list[dict]:
+    rows = []
+    for name in names:
+        ds = datasets.load(name, full=full)
+        for mode in rankers:
+            rows.append(evaluate(ds, mode, cache_dir))
+    return rows
+
+
+def _render(rows: list[dict]) -> None:
+    from coffer import render
+
+    cols = ["dataset", "ranker", "queries", *metrics.METRICS, "ms/query"]
+    render.table(
+        [c.replace("recall", "R").replace("hit", "Hit").replace("mrr", "MRR").replace("ndcg", "nDCG") for c in cols],
+        [
+            [
+                r["dataset"],
+                r["ranker"] if r["ran"] == r["ranker"] else f"{r['ranker']} (ran {r['ran']})",
+                r["queries"],
+                *(f"{r[m]:.1f}" for m in metrics.METRICS),
+                f"{r['ms_per_query']:.2f}",
+            ]
+            for r in rows
+        ],
+        title="tool_search: top-10 retrieval, percent",
+    )
+    for note in dict.fromkeys(f"{r['dataset']}: {r['note']}" for r in rows if r.get("note")):
+        render.say(note)
+    for note in dict.fromkeys(r["ranker_note"] for r in rows if r.get("ranker_note")):
+        render.say(note)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m evals.run", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=SUITES, action="append", help="suite to run (default: all)")
+    parser.add_argument("--dataset", choices=datasets.DATASETS, action="append", help="data set (default: all)")
+    parser.add_argument("--ranker", choices=RANKERS, action="append", help="ranker (default: all)")
+    parser.add_argument("--full", action="store_true", help="metatool: all 21,111 queries, not the fixed sample")
+    parser.add_argument("--json", dest="json_path", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--write-baseline", action="store_true", help=f"store these results as the regression baseline ({BASELINE})"
+    )
+    args = parser.parse_args(argv)
+    names = args.dataset or list(datasets.DATASETS)
+    rankers = args.ranker or list(RANKERS)
+    if args.write_baseline and (args.full or args.dataset or args.ranker):
+        parser.error("--write-baseline needs the default run (all data sets and rankers, metatool sample)")
+    with tempfile.TemporaryDirectory(prefix="coffer-evals-") as tmp:
+        rows = run(names, rankers, full=args.full, cache_dir=Path(tmp))
+    _render(rows)
+    payload = {"version": 1, "suite": "tool_search", "k": K, "results": rows}
+    if args.json_path:
+        args.json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if args.write_baseline:
+        keep = ("dataset", "ranker", "queries", *metrics.METRICS)
+        baseline = {"version": 1, "suite": "tool_search", "results": [{k: r[k] for k in keep} for r in rows]}
+        BASELINE.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
