@@ -164,6 +164,8 @@ def test_index_resources_replaces_a_servers_passages(coffer_home: Path) -> None:
 
     many = [(f"w://{i}", str(i), f"page {i}") for i in range(memory.MAX_RESOURCES + 50)]
     assert memory.index_resources("wiki", many) == memory.MAX_RESOURCES
+    chunk = "word " * (memory.MAX_RESOURCE_BYTES // 5 - 1)  # just under 256 KB each
+    assert memory.index_resources("wiki", [(f"w://{i}", str(i), chunk) for i in range(40)]) == 16  # 4 MB in all
     assert memory.index_resources("wiki", []) == 0
     assert memory.search("page", 20, servers=["wiki"])["total_searched"] == 0
 
