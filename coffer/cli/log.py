@@ -150,7 +150,7 @@ def show(
                 for r in rows
             ],
         )
-    elif not tail:
+    elif not tail and limit:
         render.say("no calls recorded yet" if filters == log.Filters() else "no calls match")
     if tail:
         _follow(db, filters, start, interval, as_json)
