@@ -17,7 +17,7 @@ from typing import Any
 
 from evals import datasets, metrics
 
-SUITES = ("tool_search",)
+SUITES = ("tool_search", "ask")
 RANKERS = ("bm25", "semantic", "hybrid")
 BASELINE = Path(__file__).parent / "baseline.json"
 K = 10
@@ -95,6 +95,11 @@ def main(argv: list[str] | None = None) -> int:
         "--write-baseline", action="store_true", help=f"store these results as the regression baseline ({BASELINE})"
     )
     args = parser.parse_args(argv)
+    if args.suite == ["ask"]:  # the coffer__ask suite has its own runner: python -m evals.ask
+        import evals.ask
+
+        evals.ask.print_report(evals.ask.run())
+        return 0
     names = args.dataset or list(datasets.DATASETS)
     rankers = args.ranker or list(RANKERS)
     if args.write_baseline and (args.full or args.dataset or args.ranker):
@@ -109,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         keep = ("dataset", "ranker", "queries", *metrics.METRICS)
         baseline = {"version": 1, "suite": "tool_search", "results": [{k: r[k] for k in keep} for r in rows]}
         BASELINE.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
+    if args.suite is None or "ask" in args.suite:
+        import evals.ask
+
+        evals.ask.print_report(evals.ask.run())
     return 0
 
 

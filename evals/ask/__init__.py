@@ -99,3 +99,12 @@ def run(modes: tuple[str, ...] = MODES) -> dict[str, Any]:
             else:
                 os.environ["COFFER_HOME"] = old
     return {"suite": "ask", "passages": passages, "questions": len(questions), "results": results}
+
+
+def print_report(report: dict[str, Any], misses: bool = False) -> None:
+    print(f"ask: {report['questions']} questions over {report['passages']} passages (notes + resources)")
+    print(f"{'mode':10} {'ranker':10} {'R@1':>6} {'R@5':>6} {'MRR@10':>7}")
+    for r in report["results"]:
+        print(f"{r['mode']:10} {r['ranker']:10} {r['recall@1']:6.3f} {r['recall@5']:6.3f} {r['mrr@10']:7.3f}")
+        for q in r["misses@5"] if misses else []:
+            print(f"    miss: {q}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from evals.ask import MODES, run
+from evals.ask import MODES, print_report, run
 
 
 def main() -> None:
@@ -18,13 +18,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"coffer__ask eval: {report['questions']} questions over {report['passages']} passages")
-    print(f"{'mode':10} {'ranker':10} {'R@1':>6} {'R@5':>6} {'MRR@10':>7}")
-    for r in report["results"]:
-        print(f"{r['mode']:10} {r['ranker']:10} {r['recall@1']:6.3f} {r['recall@5']:6.3f} {r['mrr@10']:7.3f}")
-        if args.misses:
-            for q in r["misses@5"]:
-                print(f"    miss: {q}")
+    print_report(report, args.misses)
 
 
 if __name__ == "__main__":
