@@ -14,6 +14,7 @@ from coffer.cli import memory  # noqa: F401  isort: skip
 from coffer.cli import search  # noqa: F401  isort: skip
 from coffer.cli import log  # noqa: F401  isort: skip
 from coffer.cli import trust  # noqa: F401  isort: skip
+from coffer.cli import clients  # noqa: F401  isort: skip
 
 
 def main() -> None:

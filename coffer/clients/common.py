@@ -1,0 +1,221 @@
+"""What every client format shares: reading and safely rewriting the file, and turning an entry into a server.
+
+Client configs belong to other programs and sit in the user's home or project, so writes here keep the
+file's own mode and owner-visible directory permissions (unlike the vault's 0600/0700 files), follow a
+symlinked dotfile to its target, and refuse to replace a file that changed since it was read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any, Protocol
+
+from coffer.errors import CofferError, ConflictError, NotFoundError, UsageError
+from coffer.registry import ENV_KEY_RE, NAME_RE, REF_RE, ServerConfig, _validate_maps
+
+
+class ClientFileError(CofferError):
+    """A client's config file cannot be read or parsed; the message names file and line."""
+
+    exit_code = 5
+    code = "client_file"
+
+
+@dataclass
+class Converted:
+    """One client entry in Coffer's terms: a config to add, or the reason it cannot be."""
+
+    config: ServerConfig | None
+    skip: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+class Format(Protocol):
+    """One client file format: read its server entries, add one entry, keep the rest of the file."""
+
+    def entries(self, text: str, path: Path) -> list[tuple[str, Any]]: ...
+
+    def convert(self, name: str, raw: Any) -> Converted: ...
+
+    def launcher(self, command: str, args: list[str], env: dict[str, str]) -> dict[str, Any]: ...
+
+    def existing(self, text: str, path: Path, name: str) -> Any | None: ...
+
+    def add(self, text: str, path: Path, name: str, entry: dict[str, Any], replace: bool) -> str: ...
+
+
+# ---------------------------------------------------------------- names and entries
+
+
+def normalise_name(name: str) -> str:
+    """A valid Coffer server name for a client's entry name, the same every time for the same input."""
+    base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if base and NAME_RE.match(base):
+        return base
+    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+    return f"{base[:13].rstrip('-')}-{digest}" if base else f"server-{digest}"
+
+
+def hashed_name(name: str) -> str:
+    """The long form used when two entries of one file normalise to the same name."""
+    base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:13].rstrip("-") or "server"
+    return f"{base}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
+
+
+def is_coffer_serve(command: str | None, args: list[str]) -> bool:
+    """True for `coffer serve`, `/x/bin/coffer serve`, `python -m coffer serve`, `uvx coffer serve` ..."""
+    if not command:
+        return False
+    argv = [command, *args]
+    for i, token in enumerate(argv):
+        stem = PurePath(token.replace("\\", "/")).name.lower().removesuffix(".exe")
+        is_module = i > 0 and argv[i - 1] == "-m" and token == "coffer"
+        if (stem == "coffer" or is_module) and "serve" in argv[i + 1 :]:
+            return True
+    return False
+
+
+def _scalar(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    return None
+
+
+def _str_list(raw: Any, key: str) -> list[str]:
+    value = raw.get(key, [])
+    if value is None:
+        return []
+    if not isinstance(value, list) or any(_scalar(v) is None for v in value):
+        raise ValueError(f"'{key}' is not a list of strings")
+    return [str(_scalar(v)) for v in value]
+
+
+def _str_map(raw: Any, key: str) -> dict[str, str]:
+    value = raw.get(key, {})
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or any(_scalar(v) is None for v in value.values()):
+        raise ValueError(f"'{key}' is not a map of strings")
+    return {str(k): str(_scalar(v)) for k, v in value.items()}
+
+
+def convert(raw: Any) -> Converted:
+    """An mcpServers-shaped entry (command/args/env/cwd or url/headers, optional type) as a ServerConfig."""
+    if not isinstance(raw, dict):
+        return Converted(None, "entry is not an object")
+    kind = raw.get("type")
+    if kind == "sse":
+        return Converted(None, "SSE transport is not supported (Coffer speaks stdio and streamable HTTP)")
+    command, url = raw.get("command"), raw.get("url")
+    if command and url:
+        return Converted(None, "has both 'command' and 'url'")
+    if not command and not url:
+        return Converted(None, "has neither 'command' nor 'url'")
+    if not isinstance(command or url, str) or not isinstance(raw.get("cwd", ""), str | None):
+        return Converted(None, "'command', 'url' and 'cwd' must be strings")
+    try:
+        args = _str_list(raw, "args")
+        env = _str_map(raw, "env")
+        headers = _str_map(raw, "headers")
+    except ValueError as exc:
+        return Converted(None, str(exc))
+    if is_coffer_serve(command, args):
+        return Converted(None, "launches `coffer serve` itself")
+    enabled = raw.get("disabled") is not True and raw.get("enabled") is not False
+    cfg = ServerConfig(
+        name="imported",
+        command=command or None,
+        args=args if command else [],
+        env=env,
+        cwd=raw.get("cwd") or None,
+        url=url or None,
+        headers=headers if url else {},
+        enabled=enabled,
+    )
+    try:
+        _validate_maps(cfg)  # the registry's own rules, so a dry run predicts the real import
+    except UsageError as exc:
+        return Converted(None, str(exc))
+    notes: list[str] = [] if enabled else ["disabled in the client, imported disabled"]
+    unusable = sorted(
+        {
+            ref
+            for value in [*env.values(), *headers.values()]
+            for ref in REF_RE.findall(value)
+            if not ENV_KEY_RE.match(ref) and not ref.startswith("secret:")
+        }
+    )
+    if unusable:
+        cfg.enabled = False
+        refs = ", ".join(f"${{{r}}}" for r in unusable)
+        notes.append(f"imported disabled: {refs} has no Coffer equivalent; edit coffer.toml, then `coffer enable`")
+    if any("${" in v for v in [command or "", url or "", *args]):
+        notes.append("'${...}' in command, args or url is passed as written, not expanded")
+    return Converted(cfg, None, notes)
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_text(path: Path) -> str:
+    """The file as text with its own line endings (bytes decoded, not newline-translated)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise NotFoundError(f"{path}: no such file (pass --path FILE)") from None
+    except IsADirectoryError:
+        raise ClientFileError(f"{path}: is a directory, not a config file") from None
+    except OSError as exc:
+        raise ClientFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ClientFileError(f"{path}:{line}: not UTF-8 text") from None
+
+
+def backup(path: Path) -> Path:
+    """Copy the file beside itself as FILE.coffer-backup-<timestamp> (mode and mtime kept)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"{path.name}.coffer-backup-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.coffer-backup-{stamp}-{n}")
+    shutil.copy2(path, target)
+    return target
+
+
+def replace_file(path: Path, text: str, expected: str | None) -> None:
+    """Write atomically with the file's original mode; refuse if it changed since it was read as `expected`."""
+    real = path.resolve() if path.is_symlink() else path
+    try:
+        current: str | None = real.read_bytes().decode("utf-8")
+        mode = real.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        current, mode = None, 0o600
+    if current != expected:
+        raise ConflictError(f"{path}: changed while coffer was editing it; nothing written, run the command again")
+    real.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, real)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
