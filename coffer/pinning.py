@@ -15,17 +15,17 @@ not start it until `coffer approve SERVER`.
 Storage: tables in coffer.db (migration set "coffer.trust"). SQLite rather than a JSON file because
 several `coffer serve` processes observe listings at once: `BEGIN IMMEDIATE` makes each observation
 one serialised read-modify-write, and holds/approvals are logged in `trust_events` in the same
-transaction, so a hold is never recorded without its event.
+transaction, so a hold is never recorded without its event. Reads on the call path come from an
+in-memory copy that is reloaded only when SQLite's `data_version` says another connection committed.
 """
 
 from __future__ import annotations
 
-import difflib
-import hashlib
+import contextlib
 import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,19 @@ from typing import TYPE_CHECKING, Any
 from sqlite_utils import Migrations
 
 from coffer.errors import NotFoundError, RegistryError
+from coffer.pinhash import (
+    CODE_ENV,
+    NEW_TOOLS,
+    canonical,
+    config_definition,
+    config_hash,
+    digest,
+    new_tools_setting,
+    pretty,
+    tool_definition,
+    tool_hash,
+    unified,
+)
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -40,133 +53,27 @@ if TYPE_CHECKING:
     from coffer.catalogue import CatalogueTool
     from coffer.registry import ServerConfig
 
+__all__ = [
+    "CODE_ENV", "NEW_TOOLS", "Pins", "ToolPin", "approve_server_config", "canonical", "config_definition",
+    "config_hash", "digest", "new_tools_setting", "pretty", "tool_definition", "tool_hash", "unified",
+]  # fmt: skip
+
 MIGRATIONS = Migrations("coffer.trust")
-NEW_TOOLS = ("allow", "hold")
 APPROVED, HELD, NEW = "approved", "held", "new"
-# Env variables whose *value* decides what code runs; their values are part of the launch hash.
-CODE_ENV = frozenset(
-    {
-        "PATH", "LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_INSERT_LIBRARIES", "DYLD_LIBRARY_PATH", "NODE_OPTIONS",
-        "NODE_PATH", "PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PERL5OPT", "PERL5LIB", "RUBYOPT",
-        "RUBYLIB", "JAVA_TOOL_OPTIONS", "BASH_ENV", "ENV", "ZDOTDIR",
-    }
-)  # fmt: skip
-_TOOL_FIELDS = {
-    "name": ("name",),
-    "title": ("title",),
-    "description": ("description",),
-    "inputSchema": ("inputSchema", "input_schema"),
-    "outputSchema": ("outputSchema", "output_schema"),
-    "annotations": ("annotations",),
-    "_meta": ("_meta", "meta"),
-}
 
 
 @MIGRATIONS()
 def m0001_trust(db: sqlite_utils.Database) -> None:
-    db.executescript(
-        """
-        CREATE TABLE IF NOT EXISTS trust_servers (
-            server TEXT PRIMARY KEY, hash TEXT, definition TEXT, approved_at REAL, observed_at REAL);
-        CREATE TABLE IF NOT EXISTS trust_tools (
-            server TEXT NOT NULL, tool TEXT NOT NULL, exposed TEXT, state TEXT NOT NULL,
-            hash TEXT, definition TEXT, pending_hash TEXT, pending_definition TEXT,
-            first_seen REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (server, tool));
-        CREATE INDEX IF NOT EXISTS trust_tools_exposed ON trust_tools (server, exposed);
-        CREATE TABLE IF NOT EXISTS trust_events (
-            id INTEGER PRIMARY KEY, ts REAL NOT NULL, server TEXT NOT NULL, tool TEXT,
-            event TEXT NOT NULL, old_hash TEXT, new_hash TEXT);
-        """
-    )
-
-
-# ---------------------------------------------------------------- canonical forms (pure)
-
-
-def _normal(value: Any) -> Any:
-    """JSON-equal values get one spelling: 1.0 and 1 are the same number to a schema."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, Mapping):
-        return {str(k): _normal(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_normal(v) for v in value]
-    return value
-
-
-def tool_definition(tool: CatalogueTool | Mapping[str, Any]) -> dict[str, Any]:
-    """The pinned fields of a tool, as the upstream served them (absent, null and {} are the same)."""
-    if isinstance(tool, Mapping):
-        raw: Mapping[str, Any] = tool
-    elif tool.raw:
-        raw = tool.raw
-    else:
-        raw = {
-            "name": tool.tool,
-            "title": tool.title,
-            "description": tool.description,
-            "inputSchema": tool.input_schema,
-            "annotations": tool.annotations,
-        }
-    out: dict[str, Any] = {}
-    for key, aliases in _TOOL_FIELDS.items():
-        value = next((raw[a] for a in aliases if raw.get(a) is not None), None)
-        if value is None or (key not in ("name", "description") and value in ({}, "")):
-            continue
-        out[key] = _normal(value)
-    out.setdefault("description", "")
-    return out
-
-
-def canonical(data: Any) -> str:
-    return json.dumps(_normal(data), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def digest(data: Any) -> str:
-    return hashlib.sha256(canonical(data).encode("utf-8")).hexdigest()
-
-
-def tool_hash(tool: CatalogueTool | Mapping[str, Any]) -> str:
-    return digest(tool_definition(tool))
-
-
-def config_definition(cfg: ServerConfig) -> dict[str, Any]:
-    """What decides which program runs and where it connects; never secret values."""
-    return {
-        "transport": cfg.transport,
-        "command": cfg.command,
-        "args": list(cfg.args),
-        "cwd": cfg.cwd,
-        "url": cfg.url,
-        "env": sorted(cfg.env),
-        "code_env": {k: v for k, v in sorted(cfg.env.items()) if k.upper() in CODE_ENV},
-        "headers": sorted(cfg.headers),
-    }
-
-
-def config_hash(cfg: ServerConfig) -> str:
-    return digest(config_definition(cfg))
-
-
-def pretty(definition: Any) -> str:
-    return json.dumps(definition, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def unified(old: str, new: str, label: str, now: str = "served now") -> str:
-    lines = difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True), f"{label} (approved)", f"{label} ({now})"
-    )
-    return "".join(lines)
-
-
-def new_tools_setting(settings: Mapping[str, Any]) -> str:
-    value = settings.get("new_tools", "allow")
-    if value not in NEW_TOOLS:
-        raise RegistryError(f'settings.new_tools must be "allow" or "hold", not {value!r}')
-    return str(value)
-
-
-# ---------------------------------------------------------------- storage
+    for statement in (
+        "CREATE TABLE IF NOT EXISTS trust_servers (server TEXT PRIMARY KEY, hash TEXT, definition TEXT, "
+        "approved_at REAL, observed_at REAL)",
+        "CREATE TABLE IF NOT EXISTS trust_tools (server TEXT NOT NULL, tool TEXT NOT NULL, exposed TEXT, "
+        "state TEXT NOT NULL, hash TEXT, definition TEXT, pending_hash TEXT, pending_definition TEXT, "
+        "first_seen REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (server, tool))",
+        "CREATE TABLE IF NOT EXISTS trust_events (id INTEGER PRIMARY KEY, ts REAL NOT NULL, server TEXT NOT NULL, "
+        "tool TEXT, event TEXT NOT NULL, old_hash TEXT, new_hash TEXT)",
+    ):
+        db.execute(statement)
 
 
 @dataclass(frozen=True)
@@ -190,7 +97,9 @@ class Pins:
     def __init__(self, db: sqlite_utils.Database, new_tools: str = "allow") -> None:
         self.db = db
         self.new_tools = new_tools
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._cache: tuple[int, dict[str, str | None], set[tuple[str, str]]] | None = None
+        self._generation = 0
 
     @classmethod
     def open(cls, path: Path | None = None, *, new_tools: str | None = None) -> Pins:
@@ -203,11 +112,11 @@ class Pins:
             new_tools = new_tools_setting(registry.load().settings)
         elif new_tools not in NEW_TOOLS:
             raise RegistryError(f"new_tools must be 'allow' or 'hold', not {new_tools!r}")
-        db = open_db(path, check_same_thread=False)
-        if MIGRATIONS.pending(db):
-            with _immediate(db):
-                MIGRATIONS.apply(db)  # re-checks under the write lock, so concurrent openers never race
-        return cls(db, new_tools)
+        pins = cls(open_db(path, check_same_thread=False), new_tools)
+        if MIGRATIONS.pending(pins.db):
+            with pins._write():
+                MIGRATIONS.apply(pins.db)  # re-checks under the write lock, so concurrent openers never race
+        return pins
 
     def close(self) -> None:
         self.db.conn.close()
@@ -218,15 +127,36 @@ class Pins:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    # ------------------------------------------------------------ the cached view
+
+    def _view(self) -> tuple[dict[str, str | None], set[tuple[str, str]]]:
+        """(approved launch hash per server, held (server, name) pairs), reloaded when coffer.db changed."""
+        with self._lock:
+            version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
+            if self._cache is None or self._cache[0] != version:
+                servers = dict(self.db.execute("SELECT server, hash FROM trust_servers").fetchall())
+                held: set[tuple[str, str]] = set()
+                for server, tool, exposed in self.db.execute(
+                    "SELECT server, tool, exposed FROM trust_tools WHERE state != 'approved'"
+                ):
+                    held |= {(server, tool), (server, exposed or tool)}
+                self._cache = (version, servers, held)
+                self._generation += 1
+            return self._cache[1], self._cache[2]
+
+    def stamp(self) -> int:
+        """Changes whenever the trust state changed (here or in another process, e.g. `coffer approve`)."""
+        self._view()
+        return self._generation
+
     # ------------------------------------------------------------ launch configs
 
     def server_state(self, cfg: ServerConfig) -> str:
         """One of approved, new (never approved: hand-added) or changed (edited since approval)."""
-        with self._lock:
-            row = self.db.execute("SELECT hash FROM trust_servers WHERE server = ?", [cfg.name]).fetchone()
-        if row is None or row[0] is None:
+        approved = self._view()[0].get(cfg.name)
+        if approved is None:
             return "new"
-        return "approved" if row[0] == config_hash(cfg) else "changed"
+        return "approved" if approved == config_hash(cfg) else "changed"
 
     def check_server(self, cfg: ServerConfig) -> bool:
         """May the gateway start this server? Logs one `config_held` event per unapproved config."""
@@ -234,7 +164,7 @@ class Pins:
         if state == "approved":
             return True
         current = config_hash(cfg)
-        with self._lock, _immediate(self.db):
+        with self._write():
             last = self.db.execute(
                 "SELECT new_hash FROM trust_events WHERE server = ? AND event = 'config_held' ORDER BY id DESC LIMIT 1",
                 [cfg.name],
@@ -250,7 +180,7 @@ class Pins:
         """
         new_hash = config_hash(cfg)
         now = time.time()
-        with self._lock, _immediate(self.db):
+        with self._write():
             row = self.db.execute("SELECT hash FROM trust_servers WHERE server = ?", [cfg.name]).fetchone()
             if row is not None and row[0] == new_hash and not fresh:
                 return False
@@ -285,11 +215,11 @@ class Pins:
         tools = list(tools)
         now = time.time()
         held: set[str] = set()
-        with self._lock, _immediate(self.db):
+        with self._write():
             rows = {
                 r[0]: r
                 for r in self.db.execute(
-                    "SELECT tool, state, hash, pending_hash FROM trust_tools WHERE server = ?", [server]
+                    "SELECT tool, state, hash, pending_hash, exposed FROM trust_tools WHERE server = ?", [server]
                 ).fetchall()
             }
             srv = self.db.execute("SELECT observed_at FROM trust_servers WHERE server = ?", [server]).fetchone()
@@ -306,12 +236,12 @@ class Pins:
                         self._event(server, tool.tool, "held_new", None, new_hash)
                         held.add(tool.name)
                     continue
-                _, state, approved_hash, pending_hash = row
+                _, state, approved_hash, pending_hash, exposed = row
                 if new_hash == approved_hash:
                     if state != APPROVED:
                         self._set(server, tool, APPROVED, None, None, now)
                         self._event(server, tool.tool, "released", pending_hash, new_hash)
-                    elif self._exposed_changed(server, tool):
+                    elif exposed != tool.name:
                         self._set(server, tool, APPROVED, None, None, now)
                     continue
                 held.add(tool.name)
@@ -332,13 +262,7 @@ class Pins:
 
     def is_held(self, server: str, tool_name: str) -> bool:
         """Is this tool (upstream or exposed name) waiting for approval? Unknown tools are not held."""
-        with self._lock:
-            row = self.db.execute(
-                "SELECT state FROM trust_tools WHERE server = ? AND (tool = ? OR exposed = ?) "
-                "ORDER BY tool = ? DESC LIMIT 1",
-                [server, tool_name, tool_name, tool_name],
-            ).fetchone()
-        return row is not None and row[0] != APPROVED
+        return (server, tool_name) in self._view()[1]
 
     def held(self, server: str | None = None) -> list[ToolPin]:
         where, params = ("AND server = ?", [server]) if server else ("", [])
@@ -359,7 +283,7 @@ class Pins:
         if not match:
             raise NotFoundError(f"'{server}__{tool_name}' is not held (see `coffer diff {server}`)")
         pin = match[0]
-        with self._lock, _immediate(self.db):
+        with self._write():
             self.db.execute(
                 "UPDATE trust_tools SET state = 'approved', hash = pending_hash, definition = pending_definition, "
                 "pending_hash = NULL, pending_definition = NULL, updated_at = ? WHERE server = ? AND tool = ?",
@@ -382,7 +306,21 @@ class Pins:
         keys = ("ts", "server", "tool", "event", "old_hash", "new_hash")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
-    # ------------------------------------------------------------ internals (caller holds the lock)
+    # ------------------------------------------------------------ internals (inside `_write`)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        """`BEGIN IMMEDIATE` ... COMMIT: take the write lock up front, so read-modify-write never races."""
+        with self._lock:
+            conn = self.db.conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.execute("COMMIT")
+            self._cache = None  # our own commits do not change data_version
 
     def _insert(
         self, server: str, tool: CatalogueTool, state: str, h: str | None, d: str | None,
@@ -401,33 +339,11 @@ class Pins:
             [state, ph, pd, tool.name, now, server, tool.tool],
         )
 
-    def _exposed_changed(self, server: str, tool: CatalogueTool) -> bool:
-        row = self.db.execute(
-            "SELECT exposed FROM trust_tools WHERE server = ? AND tool = ?", [server, tool.tool]
-        ).fetchone()
-        return row is not None and row[0] != tool.name
-
     def _event(self, server: str, tool: str | None, event: str, old: str | None, new: str | None) -> None:
         self.db.execute(
             "INSERT INTO trust_events (ts, server, tool, event, old_hash, new_hash) VALUES (?, ?, ?, ?, ?, ?)",
             [time.time(), server, tool, event, old, new],
         )
-
-
-class _immediate:
-    """`BEGIN IMMEDIATE` ... COMMIT: take the write lock up front, so read-modify-write never races."""
-
-    def __init__(self, db: sqlite_utils.Database) -> None:
-        self.conn = db.conn
-
-    def __enter__(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, *rest: object) -> None:
-        if exc_type is None:
-            self.conn.execute("COMMIT")
-        else:
-            self.conn.rollback()
 
 
 def approve_server_config(cfg: ServerConfig, *, fresh: bool = True) -> None:

@@ -249,3 +249,17 @@ def test_concurrent_observers_record_one_hold(coffer_home: Path) -> None:
     assert outs == ["['gh__search']"] * 4
     with Pins.open(new_tools="allow") as pins:
         assert [e["event"] for e in pins.events("gh")] == ["held_changed", "baseline"]
+
+
+def test_a_running_gateway_sees_approvals_made_elsewhere(cli: CliRunner, coffer_home: Path) -> None:
+    """`coffer serve` keeps one connection; `coffer approve` in another process must reach it."""
+    run_cli(cli, "add", "gh", "--", "echo")
+    with Pins.open() as serve:
+        serve.observe("gh", tools("gh", SEARCH))
+        serve.observe("gh", tools("gh", changed(SEARCH, ("description",), "evil")))
+        before = serve.stamp()
+        assert serve.stamp() == before and serve.is_held("gh", "gh__search")
+        subprocess.run(
+            [sys.executable, "-m", "coffer", "approve", "gh__search"], env=subprocess_env(coffer_home), check=True
+        )
+        assert serve.stamp() != before and not serve.is_held("gh", "gh__search")
