@@ -15,6 +15,7 @@ import json
 import re
 import secrets
 import sqlite3
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,10 +70,15 @@ def _m001(db: sqlite_utils.Database) -> None:
 def _connect() -> Iterator[sqlite_utils.Database]:
     db = store.open_db()
     try:
-        try:
-            MIGRATIONS.apply(db)
-        except sqlite3.OperationalError:  # another process created the migrations table just now
-            MIGRATIONS.apply(db)
+        deadline = time.monotonic() + store.BUSY_TIMEOUT_MS / 1000
+        while MIGRATIONS.pending(db):
+            try:  # under the write lock, so two processes opening a fresh file never both apply one
+                with _write(db):
+                    MIGRATIONS.apply(db)
+            except sqlite3.OperationalError:  # a fresh file still being set up by another process
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         yield db
     finally:
         db.conn.close()
