@@ -1,0 +1,25 @@
+"""`coffer serve`: the MCP gateway every agent points at (stdio by default, or loopback HTTP)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from coffer.cli._app import app
+from coffer.errors import UsageError
+
+
+@app.command()
+def serve(
+    http: Annotated[
+        int | None,
+        typer.Option("--http", metavar="PORT", help="Serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio."),
+    ] = None,
+) -> None:
+    """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
+    if http is not None and not 0 < http < 65536:
+        raise UsageError(f"invalid port {http}: expected 1-65535")
+    from coffer.serve import run
+
+    run(http_port=http)

@@ -1,0 +1,441 @@
+"""The gateway: one MCP server (the SDK's lowlevel `Server`) over every enabled upstream.
+
+It merges tools and prompts as `<server>__<name>` (names from `catalogue.build_tools`), passes
+resources and templates through with their owner recorded for routing, and routes tools/call,
+prompts/get and resources/read. The first tools/list comes from the catalogue snapshot, so a host
+with a 10 s start budget never waits for slow upstreams; every live listing replaces the snapshot's
+entry, is written back to it, and is announced to the host with list_changed. Hosts keep the list
+they got at start, so curation is decided again at call time by `refusal()`. Every tools/call,
+built-ins included, passes through `_record()`, which times it and writes the invocation log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from coffer import __version__, builtins, catalogue, paths, registry
+from coffer.builtins import ASK, BUILTIN, SEARCH, CallFailure, text_result
+from coffer.catalogue import CatalogueTool, build_tools
+from coffer.errors import CofferError, RegistryError
+from coffer.pool import START_SLOTS, Pool
+from coffer.upstream import KINDS, Upstream, UpstreamUnavailable
+
+if TYPE_CHECKING:
+    from coffer.log import CallLog
+
+log = logging.getLogger("coffer.gateway")
+
+DISCOVERY_BUDGET_S = 5.0  # how long a first tools/list may wait for servers the snapshot has never seen
+INSTRUCTIONS = (
+    "Coffer serves the tools of several MCP servers as <server>__<tool>. When you are not sure which "
+    "tool fits, call coffer__search_tools with the action you want; coffer__ask searches the user's notes "
+    "and the servers' documents."
+)
+
+
+@dataclass
+class _Call:
+    server: str
+    tool: str
+
+
+@dataclass
+class Merged:
+    """The merged catalogue at one version: every listed name, and the curated view hosts see."""
+
+    tools: dict[str, CatalogueTool] = field(default_factory=dict)
+    prompts: dict[str, CatalogueTool] = field(default_factory=dict)
+    visible_tools: list[CatalogueTool] = field(default_factory=list)
+    tools_result: list[dict[str, Any]] = field(default_factory=list)
+    prompts_result: list[dict[str, Any]] = field(default_factory=list)
+    resources_result: list[dict[str, Any]] = field(default_factory=list)
+    templates_result: list[dict[str, Any]] = field(default_factory=list)
+    uri_owner: dict[str, str] = field(default_factory=dict)
+    templates: list[tuple[str, Any]] = field(default_factory=list)
+    key: str = ""
+
+
+class Gateway:
+    """State behind `coffer serve`: the registry (re-read when it changes), the listings, the pool."""
+
+    def __init__(
+        self,
+        *,
+        calllog: CallLog | None = None,
+        start_limit: int = START_SLOTS,
+        discovery_budget: float = DISCOVERY_BUDGET_S,
+    ) -> None:
+        self.calllog = calllog
+        self.discovery_budget = discovery_budget
+        self.pool = Pool(limit=start_limit, on_listing=self._on_listing)
+        self.registry = registry.Registry(path=paths.registry_path())
+        self._reg_stamp: tuple[int, int, int] | None = None
+        self._lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        self._live: set[str] = set()
+        self._version = 0
+        self._merged: tuple[int, Merged] | None = None
+        self._sessions: list[Any] = []
+        self._snapshot_lock = anyio.Lock()
+        self._started_at = 0.0
+        self._builtins = builtins.tool_definitions()
+        self.server = self._build_server()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        """Load the snapshot, start the upstreams in the background; stop them all on exit."""
+        async with self.pool:
+            self._started_at = anyio.current_time()
+            self._load_snapshot()
+            self.current_registry()
+            yield self
+
+    def _load_snapshot(self) -> None:
+        try:
+            snap = catalogue.load_snapshot()
+        except RegistryError as exc:
+            log.warning("%s", exc)
+            return
+        for name, entry in (snap.servers if snap else {}).items():
+            self._lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
+        self._version += 1
+
+    def current_registry(self) -> registry.Registry:
+        """The registry, re-read only when the file changed; a broken file keeps the last good one."""
+        path = paths.registry_path()
+        try:
+            st = path.stat()
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._reg_stamp:
+            self._reg_stamp = stamp
+            try:
+                self.registry = registry.load(path)
+            except RegistryError as exc:
+                log.error("keeping the last good registry: %s", exc)
+                return self.registry
+            self._version += 1
+            self.pool.sync(self.registry.enabled_servers())
+        return self.registry
+
+    def refusal(self, server: str, tool: str | None = None, exposed: str | None = None) -> str | None:
+        """Why `server` (or one of its tools) may not be listed or called now; None when it may.
+
+        The one place curation is decided, for tools/list, coffer__search_tools and every call.
+        """
+        cfg = self.registry.servers.get(server)
+        if cfg is None:
+            return f"server '{server}' is not in the vault"
+        if not cfg.enabled:
+            return f"server '{server}' is disabled (`coffer enable {server}`)"
+        if tool is not None and (tool in cfg.disabled_tools or (exposed or "") in cfg.disabled_tools):
+            name = exposed or tool
+            return f"tool '{name}' is disabled (`coffer enable {name}`)"
+        return None
+
+    # ------------------------------------------------------------------ merged view
+
+    def merged(self) -> Merged:
+        if self._merged is not None and self._merged[0] == self._version:
+            return self._merged[1]
+        from mcp.shared.uri_template import UriTemplate
+
+        m = Merged(tools_result=list(self._builtins))
+        digest = hashlib.sha256()
+        for server in sorted(self._lists):
+            lists = self._lists[server]
+            shown = self.refusal(server) is None
+            for t in build_tools(server, lists.get("tools", [])):
+                m.tools[t.name] = t
+                if shown and self.refusal(server, t.tool, t.name) is None:
+                    m.visible_tools.append(t)
+            for p in build_tools(server, lists.get("prompts", [])):
+                m.prompts[p.name] = p
+                if shown:
+                    m.prompts_result.append({**p.raw, "name": p.name})
+            if not shown:
+                continue
+            for res in lists.get("resources", []):
+                uri = str(res.get("uri", ""))
+                if uri and uri not in m.uri_owner:
+                    m.uri_owner[uri] = server
+                    m.resources_result.append(res)
+            for tpl in lists.get("resource_templates", []):
+                try:
+                    m.templates.append((server, UriTemplate.parse(str(tpl.get("uriTemplate", "")))))
+                except ValueError:
+                    continue
+                m.templates_result.append(tpl)
+        m.visible_tools.sort(key=lambda t: t.name)
+        for t in m.visible_tools:
+            m.tools_result.append({**t.raw, "name": t.name})
+            digest.update(json.dumps([t.name, t.description, t.input_schema], sort_keys=True).encode())
+        m.key = digest.hexdigest()[:16]
+        self._merged = (self._version, m)
+        return m
+
+    async def _await_discovery(self) -> None:
+        """Before answering tools/list, give never-catalogued servers a short, bounded chance to list."""
+        deadline = self._started_at + self.discovery_budget
+        for name, up in list(self.pool.upstreams.items()):
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return
+            if name not in self._lists:
+                await up.wait_settled(remaining)
+
+    # ------------------------------------------------------------------ upstream listings
+
+    def _on_listing(self, up: Upstream, kinds: frozenset[str]) -> None:
+        """An upstream listed (at start or after list_changed): merge now, persist and announce later."""
+        if up.listing is None or self.pool.get(up.name) is not up:
+            return
+        lists = self._lists.setdefault(up.name, {kind: [] for kind in KINDS})
+        changed = frozenset(k for k in kinds if lists.get(k) != getattr(up.listing, k))
+        for kind in kinds:
+            lists[kind] = list(getattr(up.listing, kind))
+        first = up.name not in self._live
+        self._live.add(up.name)
+        if changed:
+            self._version += 1
+        if changed or first:
+            self.pool.spawn(self._after_listing, up, changed, first)
+
+    async def _after_listing(self, up: Upstream, changed: frozenset[str], first: bool) -> None:
+        lists = dict(self._lists.get(up.name, {}))
+        async with self._snapshot_lock:
+            try:
+                await anyio.to_thread.run_sync(lambda: catalogue.save_server(up.name, **lists))
+            except (CofferError, OSError) as exc:
+                log.warning("could not write the catalogue snapshot for %s: %s", up.name, exc)
+        await self._announce(changed)
+        if "resources" in changed:
+            await self._index_resources(up)
+
+    async def _announce(self, changed: frozenset[str]) -> None:
+        senders = []
+        if "tools" in changed:
+            senders.append("send_tool_list_changed")
+        if "prompts" in changed:
+            senders.append("send_prompt_list_changed")
+        if changed & {"resources", "resource_templates"}:
+            senders.append("send_resource_list_changed")
+        for session in list(self._sessions):
+            for sender in senders:
+                try:
+                    await getattr(session, sender)()
+                except Exception:  # a host that went away must not break the others
+                    self._sessions.remove(session)
+                    break
+
+    async def _index_resources(self, up: Upstream) -> None:
+        """Feed an upstream's text resources to coffer__ask's index, off every request's path."""
+        try:
+            items = await up.text_resources()
+            from coffer.memory import index_resources
+
+            await anyio.to_thread.run_sync(index_resources, up.name, items)
+        except (CofferError, MCPError, UpstreamUnavailable, OSError) as exc:
+            log.warning("could not index the resources of %s: %s", up.name, exc)
+
+    # ------------------------------------------------------------------ the MCP server
+
+    def _build_server(self) -> Server[Any]:
+        server: Server[Any] = Server(
+            BUILTIN,
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_templates,
+            on_read_resource=self._read_resource,
+        )
+        server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
+        return server
+
+    def initialization_options(self) -> Any:
+        changed = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
+        return self.server.create_initialization_options(changed)
+
+    async def _on_initialized(self, ctx: Any, params: Any) -> None:
+        if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self._sessions.append(ctx.session)  # kept for list_changed, valid for the whole connection
+
+    async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        self.current_registry()
+        await self._await_discovery()
+        return {"tools": self.merged().tools_result}
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
+        self.current_registry()
+        return {"prompts": self.merged().prompts_result}
+
+    async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
+        self.current_registry()
+        return {"resources": self.merged().resources_result}
+
+    async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
+        self.current_registry()
+        return {"resourceTemplates": self.merged().templates_result}
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
+        call = _Call(server="?", tool=params.name)
+        return await self._record(ctx, call, lambda: self._route_tool(ctx, params, call))
+
+    async def _record(self, ctx: Any, call: _Call, run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Run one tools/call, turn failures into isError results, and log who/what/how long/outcome."""
+        started, t0 = time.time(), time.perf_counter()
+        outcome, error_class = "ok", None
+        try:
+            result = await run()
+            if result.get("isError"):
+                outcome, error_class = "error", "tool_error"
+            return result
+        except CallFailure as exc:
+            outcome, error_class = exc.outcome, exc.error_class
+            return text_result(str(exc), error=True)
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            raise
+        except Exception as exc:  # a gateway bug must still answer the host, not drop the call
+            log.exception("tools/call %s failed inside coffer", call.tool)
+            outcome, error_class = "error", type(exc).__name__
+            return text_result(f"coffer: internal error while calling {call.tool}: {type(exc).__name__}", True)
+        finally:
+            if self.calllog is not None:
+                self._log_call(ctx, call, started, (time.perf_counter() - t0) * 1000.0, outcome, error_class)
+
+    def _log_call(self, ctx: Any, call: _Call, ts: float, ms: float, outcome: str, error_class: str | None) -> None:
+        from coffer.log import CallRecord
+
+        client = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
+        assert self.calllog is not None
+        self.calllog.record(
+            CallRecord(
+                ts=ts,
+                client_name=getattr(client, "name", None),
+                client_version=getattr(client, "version", None),
+                server=call.server,
+                tool=call.tool,
+                duration_ms=ms,
+                outcome=outcome,
+                error_class=error_class,
+            )
+        )
+
+    async def _route_tool(self, ctx: Any, params: types.CallToolRequestParams, call: _Call) -> dict[str, Any]:
+        self.current_registry()
+        args = params.arguments or {}
+        if params.name in (SEARCH, ASK):
+            call.server, call.tool = BUILTIN, params.name.removeprefix(f"{BUILTIN}__")
+            if params.name == SEARCH:
+                m = self.merged()
+                return await builtins.search_tools(m.visible_tools, m.key, args)
+            return await builtins.ask(ctx, args, [cfg.name for cfg in self.registry.enabled_servers()])
+        entry = await self._resolve(params.name, call)
+        call.server, call.tool = entry.server, entry.tool
+        reason = self.refusal(entry.server, entry.tool, entry.name)
+        if reason is not None:
+            raise CallFailure("refused", "curation", f"coffer refused {params.name}: {reason}")
+        up = self.pool.get(entry.server)
+        if up is None:
+            raise CallFailure(
+                "refused", "curation", f"coffer refused {params.name}: server '{entry.server}' is not running"
+            )
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=entry.tool, arguments=params.arguments))
+        try:
+            return await up.request(request, progress=self._progress(ctx))
+        except UpstreamUnavailable as exc:
+            raise CallFailure("error", "unavailable", str(exc)) from exc
+        except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                msg = f"{params.name} timed out after {up.cfg.timeout:g}s; the call was cancelled upstream"
+                raise CallFailure("timeout", "timeout", msg) from exc
+            raise CallFailure("error", "upstream_error", f"{entry.server}: {exc.message}") from exc
+
+    async def _resolve(self, name: str, call: _Call) -> CatalogueTool:
+        entry = self.merged().tools.get(name)
+        if entry is not None:
+            return entry
+        server, _, _ = name.partition(registry.SEP)
+        call.server = server if server in self.registry.servers else "?"
+        up = self.pool.get(server)
+        if up is not None and server not in self._live:
+            try:  # never listed (no snapshot yet): a call waits for the server up to its timeout
+                await up.ready_session(up.cfg.timeout)
+            except UpstreamUnavailable as exc:
+                raise CallFailure("error", "unavailable", str(exc)) from exc
+            entry = self.merged().tools.get(name)
+            if entry is not None:
+                return entry
+        reason = self.refusal(server) if server in self.registry.servers else None
+        if reason is not None:
+            raise CallFailure("refused", "curation", f"coffer refused {name}: {reason}")
+        raise CallFailure("error", "unknown_tool", f"unknown tool '{name}' (find tools with {SEARCH})")
+
+    @staticmethod
+    def _progress(ctx: Any) -> Callable[[float, float | None, str | None], Awaitable[None]] | None:
+        """Ask the upstream for progress only when the host asked us for it; relay it under the host's token."""
+        if (ctx.meta or {}).get("progress_token") is None:
+            return None
+
+        async def forward(progress: float, total: float | None, message: str | None) -> None:
+            await ctx.session.report_progress(progress, total, message)
+
+        return forward
+
+    # ------------------------------------------------------------------ prompts and resources
+
+    async def _get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> dict[str, Any]:
+        self.current_registry()
+        entry = self.merged().prompts.get(params.name)
+        if entry is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt '{params.name}'")
+        reason = self.refusal(entry.server)
+        if reason is not None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused prompt {params.name}: {reason}")
+        request = types.GetPromptRequest(
+            params=types.GetPromptRequestParams(name=entry.tool, arguments=params.arguments)
+        )
+        return await self._forward(entry.server, request)
+
+    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> dict[str, Any]:
+        self.current_registry()
+        uri = str(params.uri)
+        m = self.merged()
+        server = m.uri_owner.get(uri)
+        if server is None:
+            server = next((s for s, tpl in m.templates if tpl.match(uri) is not None), None)
+        if server is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
+        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+        return await self._forward(server, request)
+
+    async def _forward(self, server: str, request: Any) -> dict[str, Any]:
+        up = self.pool.get(server)
+        reason = self.refusal(server)
+        if up is None or reason is not None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused: {reason or 'server not running'}")
+        try:
+            return await up.request(request)
+        except UpstreamUnavailable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+        except MCPError as exc:
+            raise MCPError(code=exc.code, message=f"{server}: {exc.message}", data=exc.data) from exc

@@ -1,0 +1,145 @@
+"""The pool of upstreams behind one `coffer serve` (or one probe): bounded starts and a clean stop.
+
+Starting Python upstreams is CPU-bound (imports), and on a small machine starting them all at once
+makes every one of them late. The gate lets a few start at a time; an upstream a call is waiting
+for jumps the queue, and a start that hangs gives its slot back after `SLOT_HOLD_S`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from coffer.errors import UpstreamError
+from coffer.registry import ServerConfig
+from coffer.upstream import State, Upstream
+
+# Measured on this 2-core box (bench/bench_gateway.py --starts): see the README's "Serving" section.
+START_SLOTS = max(2, os.cpu_count() or 2)
+SLOT_HOLD_S = 3.0
+
+
+class StartGate:
+    """Lets at most `limit` upstreams start at once; an upstream a call waits for jumps the queue."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)
+        self.active = 0
+        self._changed = anyio.Event()
+
+    async def acquire(self, urgent: Callable[[], bool]) -> None:
+        while self.active >= self.limit and not urgent():
+            changed = self._changed
+            await changed.wait()
+        self.active += 1
+
+    def release(self) -> None:
+        self.active -= 1
+        self.poke()
+
+    def poke(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    def slot(self) -> Slot:
+        return Slot(self)
+
+
+class Slot:
+    """One start's hold on the gate; released once, whichever comes first: ready, failed, or timed out."""
+
+    def __init__(self, gate: StartGate) -> None:
+        self.gate = gate
+        self.held = False
+
+    async def acquire(self, urgent: Callable[[], bool]) -> None:
+        await self.gate.acquire(urgent)
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.gate.release()
+
+    async def release_after(self, delay: float) -> None:
+        await anyio.sleep(delay)
+        self.release()
+
+
+Listener = Callable[[Upstream, frozenset[str]], None]
+
+
+class Pool:
+    """Every upstream of one `coffer serve` (or one probe): bounded starts, one task group, clean stop."""
+
+    def __init__(
+        self, *, limit: int = START_SLOTS, on_listing: Listener | None = None, slot_hold: float = SLOT_HOLD_S
+    ) -> None:
+        self.gate = StartGate(limit)
+        self.slot_hold = slot_hold
+        self.upstreams: dict[str, Upstream] = {}
+        self.pids: set[int] = set()
+        self.on_listing = on_listing
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    async def __aenter__(self) -> Pool:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        assert self._tg is not None
+        with anyio.CancelScope(shield=True):
+            await self.aclose()
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(*exc_info)
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        assert self._tg is not None, "the pool is not running"
+        self._tg.start_soon(fn, *args)
+
+    def listed(self, upstream: Upstream, kinds: frozenset[str]) -> None:
+        if self.on_listing is not None:
+            self.on_listing(upstream, kinds)
+
+    def get(self, name: str) -> Upstream | None:
+        return self.upstreams.get(name)
+
+    def sync(self, configs: Iterable[ServerConfig], start: bool = True) -> None:
+        """Match the pool to these (enabled) configs: new ones added, changed ones replaced, others stopped."""
+        wanted = {cfg.name: cfg for cfg in configs}
+        for name, old in list(self.upstreams.items()):
+            if name not in wanted or wanted[name] != old.cfg:
+                del self.upstreams[name]
+                self.spawn(old.stop)
+        for name, cfg in wanted.items():
+            if name not in self.upstreams:
+                self.upstreams[name] = Upstream(cfg, self)
+                if start:
+                    self.upstreams[name].start()
+
+    async def aclose(self) -> None:
+        """Stop every upstream at once; each stop is bounded, so this ends within a few seconds."""
+        ups = list(self.upstreams.values())
+        async with anyio.create_task_group() as tg:
+            for up in ups:
+                tg.start_soon(up.stop)
+
+
+async def probe(cfg: ServerConfig, timeout: float | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Start `cfg` once, list everything it serves, stop it. Used by `coffer add` and `coffer refresh`.
+
+    Raises UpstreamError with the reason and the server's stderr tail when it cannot be listed.
+    """
+    async with Pool(limit=1) as pool:
+        pool.sync([cfg])
+        up = pool.upstreams[cfg.name]
+        await up.wait_settled(timeout if timeout is not None else cfg.timeout + 5.0)
+        if up.state is not State.READY or up.listing is None:
+            reason = up.last_error or f"did not start within {cfg.timeout:g}s"
+            raise UpstreamError(f"{cfg.name}: {reason}")
+        return up.listing.as_dict()

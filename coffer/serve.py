@@ -1,0 +1,134 @@
+"""`coffer serve` as a process: stdio (or loopback HTTP) transport, signals, and an orphan-free exit.
+
+The host owns our stdin/stdout; stdout carries only protocol (the SDK diverts fd 1 to stderr while
+serving), and our logs go to stderr. The process ends when stdin closes or on SIGTERM/SIGINT/SIGHUP,
+and every upstream process group is gone before it does (each stop is bounded to a few seconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from coffer.gateway import Gateway
+
+log = logging.getLogger("coffer.serve")
+STDIN_LINE_LIMIT = 64 * 1024 * 1024
+
+
+class _StdinLines:
+    """stdin as async lines read by the event loop, so a shutdown never waits on a thread blocked in read()."""
+
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self._reader = reader
+
+    def __aiter__(self) -> _StdinLines:
+        return self
+
+    async def __anext__(self) -> str:
+        line = await self._reader.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line.decode("utf-8", "replace")
+
+
+@contextlib.asynccontextmanager
+async def _stdin() -> AsyncIterator[_StdinLines | None]:
+    """A loop-driven reader over a duplicate of fd 0; None when stdin is not a pipe, socket or tty."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
+    pipe = os.fdopen(os.dup(0), "rb", buffering=0)
+    try:
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    except (ValueError, OSError):
+        pipe.close()
+        yield None
+        return
+    try:
+        yield _StdinLines(reader)
+    finally:
+        transport.close()
+
+
+def _setup_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("coffer: %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+
+
+async def _watch_signals(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def _serve_stdio(gateway: Gateway) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with _stdin() as lines, stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+        await gateway.server.run(read, write, gateway.initialization_options())
+
+
+async def _serve_http(gateway: Gateway, port: int) -> None:
+    import uvicorn
+
+    app = gateway.server.streamable_http_app(host="127.0.0.1")
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    # uvicorn re-raises the signal it caught once it has stopped; with a no-op handler in place that
+    # re-raise cannot kill us before the upstreams are stopped.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    sys.stderr.write(f"coffer: serving MCP on http://127.0.0.1:{port}/mcp\n")
+    await server.serve()
+
+
+async def _main(http_port: int | None) -> None:
+    from coffer.log import CallLog
+
+    calllog = CallLog.open()
+    gateway = Gateway(calllog=calllog)
+    try:
+        async with gateway.running(), anyio.create_task_group() as tg:
+            if http_port is None:
+                tg.start_soon(_watch_signals, tg.cancel_scope)
+                await _serve_stdio(gateway)
+            else:
+                await _serve_http(gateway, http_port)
+            tg.cancel_scope.cancel()
+    finally:
+        await anyio.to_thread.run_sync(calllog.close)
+
+
+def run(http_port: int | None = None) -> None:
+    """Serve until stdin closes or a signal arrives, then exit the process (never returns)."""
+    _setup_logging()
+    code = 0
+    try:
+        anyio.run(_main, http_port)
+    except KeyboardInterrupt:
+        pass
+    except BaseException as exc:  # report, then still exit without leaving threads behind
+        log.error("coffer serve stopped: %s", _describe(exc))
+        code = 1
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    # Worker threads (a ranker build, a blocked read) must not keep a dead server alive.
+    os._exit(code)
+
+
+def _describe(exc: BaseException) -> Any:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,203 @@
+"""The stdio pipe to one upstream process: its own process group, a drained stderr, a tolerant stdout.
+
+Why not the SDK's `stdio_client`: Coffer needs the child's pid to kill its whole process group
+quickly at shutdown, a stderr that is drained continuously into a bounded tail (a full 64 KB pipe
+hangs a child silently), and stdout lines that are not JSON-RPC dropped and counted instead of being
+handed to the session. Only `coffer.upstream` uses this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+TAIL_BYTES = 8192
+MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSON-RPC frame; a bigger unterminated one marks the upstream broken
+CHUNK = 65536
+STDIN_GRACE_S = 1.0  # after stdin closes, before SIGTERM to the group
+TERM_GRACE_S = 1.0  # after SIGTERM, before SIGKILL; the whole stop stays well under the 5 s budget
+KILL_REAP_S = 1.0
+_POLL_S = 0.01
+
+
+@dataclass
+class StreamStats:
+    """What the upstream did on its pipes besides protocol: kept for errors and `coffer doctor`."""
+
+    secrets: tuple[str, ...] = ()
+    garbage_lines: int = 0
+    garbage_sample: str = ""
+    broken: str | None = None
+    returncode: int | None = None
+    _tail: bytearray = field(default_factory=bytearray)
+
+    def feed_stderr(self, chunk: bytes) -> None:
+        self._tail += chunk
+        if len(self._tail) > TAIL_BYTES:
+            del self._tail[: len(self._tail) - TAIL_BYTES]
+
+    def stderr_tail(self) -> str:
+        return self.scrub(self._tail.decode("utf-8", "replace"))
+
+    def last_stderr_line(self, width: int = 200) -> str:
+        lines = [ln.strip() for ln in self.stderr_tail().replace("\r", "\n").splitlines() if ln.strip()]
+        line = lines[-1] if lines else ""
+        return line if len(line) <= width else line[: width - 1] + "…"
+
+    def scrub(self, text: str) -> str:
+        """Mask the server's resolved env/header values: a tail is shown to users and agents."""
+        for value in self.secrets:
+            if len(value) >= 4:
+                text = text.replace(value, "****")
+        return text
+
+    def note_garbage(self, line: bytes) -> None:
+        self.garbage_lines += 1
+        if not self.garbage_sample:
+            self.garbage_sample = self.scrub(line[:120].decode("utf-8", "replace"))
+
+
+def _parse(line: bytes) -> SessionMessage | None:
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError:
+        return None
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+async def _exited(process: anyio.abc.Process, timeout: float) -> bool:
+    """Poll the returncode (not `wait()`: a grandchild holding the pipes makes a dead leader look alive)."""
+    with anyio.move_on_after(timeout):
+        while process.returncode is None:
+            await anyio.sleep(_POLL_S)
+    return process.returncode is not None
+
+
+async def stop_process_group(process: anyio.abc.Process) -> None:
+    """Close stdin, then SIGTERM and SIGKILL the whole group; bounded to about 3 s in the worst case."""
+    pgid = process.pid  # start_new_session=True: the leader's pid is the group id
+    if process.stdin is not None:
+        with contextlib.suppress(Exception):
+            await process.stdin.aclose()
+    if not await _exited(process, STDIN_GRACE_S):
+        _killpg(pgid, signal.SIGTERM)
+        await _exited(process, TERM_GRACE_S)
+    # Always sweep the group: children of a leader that exited cleanly would otherwise live on.
+    _killpg(pgid, signal.SIGKILL)
+    await _exited(process, KILL_REAP_S)
+
+
+@asynccontextmanager
+async def stdio_pipe(
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    stats: StreamStats,
+    on_exit: Callable[[], None],
+    pids: set[int] | None = None,
+) -> AsyncIterator[
+    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
+]:
+    """Spawn `argv` in a new session and yield the (read, write) streams a `ClientSession` takes.
+
+    Raises OSError (FileNotFoundError, PermissionError) when the program cannot be started.
+    `on_exit` runs once the child's stdout ends (it exited or closed stdout).
+    """
+    process = await anyio.open_process(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=cwd,
+        env=env,
+        start_new_session=True,
+    )
+    if pids is not None:
+        pids.add(process.pid)
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read_stdout() -> None:
+        assert process.stdout is not None
+        buffer = b""
+        try:
+            async with read_send:
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    if b"\n" not in buffer:
+                        if len(buffer) > MAX_LINE_BYTES:
+                            stats.broken = f"a stdout line exceeded {MAX_LINE_BYTES} bytes"
+                            return
+                        continue
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if not line.strip():
+                            continue
+                        message = _parse(line)
+                        if message is None:
+                            stats.note_garbage(line)  # banners, warnings: never fatal
+                            continue
+                        await read_send.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            pass
+        finally:
+            on_exit()
+
+    async def drain_stderr() -> None:
+        assert process.stderr is not None
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            async for chunk in process.stderr:
+                stats.feed_stderr(chunk)
+
+    async def write_stdin() -> None:
+        assert process.stdin is not None
+        try:
+            async with write_recv:
+                async for message in write_recv:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await process.stdin.send(data.encode("utf-8"))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await read_send.aclose()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_stdout)
+        tg.start_soon(drain_stderr)
+        tg.start_soon(write_stdin)
+        try:
+            yield read_recv, write_send
+        finally:
+            with anyio.CancelScope(shield=True):
+                write_send.close()
+                read_recv.close()
+                await stop_process_group(process)
+                stats.returncode = process.returncode
+                if pids is not None:
+                    pids.discard(process.pid)
+            tg.cancel_scope.cancel()
+
+
+def child_env(
+    extra: dict[str, str], inherit: Iterable[str] = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+) -> dict[str, str]:
+    """A minimal environment: the safe basics from ours plus exactly what the registry declares."""
+    env = {k: v for k in inherit if (v := os.environ.get(k)) is not None and not v.startswith("()")}
+    for key in ("LANG", "LC_ALL", "TMPDIR"):
+        if key in os.environ:
+            env.setdefault(key, os.environ[key])
+    env.update(extra)
+    return env

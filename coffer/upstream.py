@@ -1,0 +1,450 @@
+"""Upstreams: one long-lived MCP session per registered server, and the pool that starts and stops them.
+
+The only module that talks to upstream servers. Each upstream runs in a supervisor task: spawn (or
+connect over streamable HTTP), the legacy `initialize` handshake (list_changed notifications and
+server-to-client requests do not flow on 2026-07-28 connections), a full listing, then it waits
+until the process exits or the pool stops it. A crash, hang or exit marks only that upstream down;
+the next call restarts it, with capped exponential backoff so a crash loop cannot spawn hundreds of
+times an hour, and never automatically for failures a retry cannot fix (missing program, permission,
+unset secret, HTTP 401/403).
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import shutil
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession, MCPError
+from pydantic import TypeAdapter
+
+from coffer import __version__
+from coffer.errors import SecretError, UpstreamError
+from coffer.registry import ServerConfig, resolved_env, resolved_headers
+from coffer.transport import StreamStats, child_env, stdio_pipe
+
+if TYPE_CHECKING:
+    from coffer.pool import Pool
+
+BACKOFF_BASE_S = 1.0
+BACKOFF_CAP_S = 300.0
+HEALTHY_RESET_S = 600.0  # a session that lived this long forgets earlier failures
+MAX_PAGES = 50
+KINDS = ("tools", "prompts", "resources", "resource_templates")
+CLIENT_INFO = types.Implementation(name="coffer", version=__version__)
+_RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+_LIST_REQUESTS: dict[str, Any] = {
+    "tools": types.ListToolsRequest,
+    "prompts": types.ListPromptsRequest,
+    "resources": types.ListResourcesRequest,
+    "resource_templates": types.ListResourceTemplatesRequest,
+}
+_WIRE_KEY = {
+    "tools": "tools",
+    "prompts": "prompts",
+    "resources": "resources",
+    "resource_templates": "resourceTemplates",
+}
+_BINARY_MIME = ("image/", "audio/", "video/", "font/", "application/octet-stream", "application/pdf", "application/zip")
+_CHANGED = {
+    types.ToolListChangedNotification: "tools",
+    types.PromptListChangedNotification: "prompts",
+    types.ResourceListChangedNotification: "resources",
+}
+
+
+class State(StrEnum):
+    IDLE = "idle"
+    STARTING = "starting"
+    READY = "ready"
+    DOWN = "down"  # failed or exited; restarts on the next call once its backoff has passed
+    FAILED = "failed"  # a failure a retry cannot fix; waits for the registry entry to change
+
+
+class UpstreamUnavailable(UpstreamError):
+    """The server is down, failed to start, or did not become ready in time."""
+
+
+@dataclass
+class Listing:
+    """What one upstream serves, as wire-format (camelCase) dicts."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    resource_templates: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[dict[str, Any]]]:
+        return {kind: list(getattr(self, kind)) for kind in KINDS}
+
+
+def backoff(failures: int) -> float:
+    """Seconds before restart n+1: the first retry is immediate, then 1, 2, 4 ... capped at 5 minutes."""
+    if failures <= 1:
+        return 0.0
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (failures - 2))
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The real error inside the ExceptionGroups that task groups wrap around it."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
+        exc = (inner or list(exc.exceptions))[0]
+    return exc
+
+
+def _http_status(exc: BaseException) -> int | None:
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+class _Exited(Exception):
+    pass
+
+
+class Upstream:
+    """One upstream server: its state, its live session, its listing and its stderr tail."""
+
+    def __init__(self, cfg: ServerConfig, pool: Pool) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.pool = pool
+        self.state = State.IDLE
+        self.stats = StreamStats()
+        self.session: ClientSession | None = None
+        self.listing: Listing | None = None
+        self.last_error: str | None = None
+        self.error_class: str | None = None
+        self.server_info: dict[str, Any] | None = None
+        self.protocol_version: str | None = None
+        self.init_seconds: float | None = None
+        self.spawns = 0
+        self.failures = 0
+        self.retry_at = 0.0
+        self._settled = anyio.Event()
+        self._done = anyio.Event()
+        self._done.set()
+        self._scope: anyio.CancelScope | None = None
+        self._urgent = False
+        self._stopping = False
+        self._transport_error: BaseException | None = None
+        self._dirty: set[str] = set()
+        self._relisting = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start in the background (bounded by the pool's gate) unless running or backing off."""
+        if self._stopping or self.state in (State.STARTING, State.READY, State.FAILED):
+            return
+        if self.state is State.DOWN and anyio.current_time() < self.retry_at:
+            return
+        self.state = State.STARTING
+        self._settled = anyio.Event()
+        self._done = anyio.Event()
+        self.pool.spawn(self._run)
+
+    async def wait_settled(self, timeout: float) -> None:
+        """Wait until a start in progress is ready or has failed, at most `timeout` seconds."""
+        settled = self._settled
+        if self.state is State.STARTING:
+            with anyio.move_on_after(timeout):
+                await settled.wait()
+
+    async def ready_session(self, wait: float) -> ClientSession:
+        """The live session, starting the server if needed and waiting up to `wait` seconds for it.
+
+        Raises UpstreamUnavailable with the reason (and the stderr tail's last line) otherwise.
+        """
+        if self.state is State.READY and self.session is not None:
+            return self.session
+        if self.state is State.FAILED:
+            raise UpstreamUnavailable(f"server '{self.name}' cannot start: {self.last_error}")
+        now = anyio.current_time()
+        if self.state is State.DOWN and now < self.retry_at:
+            raise UpstreamUnavailable(
+                f"server '{self.name}' is down ({self.last_error}); next restart in {math.ceil(self.retry_at - now)}s"
+            )
+        self._urgent = True
+        self.pool.gate.poke()
+        self.start()
+        await self.wait_settled(wait)
+        if self.state is State.READY and self.session is not None:
+            return self.session
+        if self.state is State.STARTING:
+            raise UpstreamUnavailable(f"server '{self.name}' is still starting after {wait:g}s")
+        raise UpstreamUnavailable(f"server '{self.name}' could not start: {self.last_error}")
+
+    async def stop(self) -> None:
+        """Stop the session and kill the server's process group (bounded, a few seconds at worst)."""
+        self._stopping = True
+        if self._scope is not None:
+            self._scope.cancel()
+        await self._done.wait()
+
+    def _restartable(self) -> None:
+        """Drop a broken session now; the next call restarts it (subject to backoff)."""
+        if self._scope is not None:
+            self._scope.cancel()
+
+    async def _run(self) -> None:
+        self.spawns += 1
+        self._transport_error = None
+        self.stats = StreamStats(secrets=self.stats.secrets)
+        slot = self.pool.gate.slot()
+        exited = anyio.Event()
+        ready_at: float | None = None
+        error: BaseException | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                try:
+                    await slot.acquire(lambda: self._urgent)
+                    self._urgent = False
+                    self.pool.spawn(slot.release_after, self.pool.slot_hold)
+                    async with AsyncExitStack() as stack:
+                        read, write = await stack.enter_async_context(self._open(exited))
+                        session = await stack.enter_async_context(
+                            ClientSession(
+                                read,
+                                write,
+                                read_timeout_seconds=self.cfg.timeout,
+                                message_handler=self._on_message,
+                                client_info=CLIENT_INFO,
+                            )
+                        )
+                        began = anyio.current_time()
+                        init = await session.initialize()
+                        listing = await self._list(session, KINDS)
+                        slot.release()
+                        ready_at = anyio.current_time()
+                        self.init_seconds = ready_at - began
+                        self.server_info = init.server_info.model_dump(exclude_none=True)
+                        self.protocol_version = init.protocol_version
+                        self.session, self.listing, self.state = session, listing, State.READY
+                        self.last_error = self.error_class = None
+                        self._settled.set()
+                        self.pool.listed(self, frozenset(KINDS))
+                        await exited.wait()
+                        raise _Exited()
+                except Exception as exc:  # classified below; one upstream's failure stays its own
+                    error = exc
+        finally:
+            slot.release()
+            self.session = None
+            self._scope = None
+            self._settle(error, ready_at)
+            self._settled.set()
+            self._done.set()
+
+    def _settle(self, error: BaseException | None, ready_at: float | None) -> None:
+        if self._stopping or error is None:
+            self.state = State.IDLE
+            return
+        now = anyio.current_time()
+        if ready_at is not None and now - ready_at >= HEALTHY_RESET_S:
+            self.failures = 0
+        self.failures += 1
+        leaf = _leaf(error)
+        if isinstance(leaf, MCPError) and self._transport_error is not None:
+            leaf = self._transport_error  # e.g. the HTTP 401 behind an initialize that never got an answer
+        self.last_error, self.error_class, permanent = self._describe(leaf)
+        self.state = State.FAILED if permanent else State.DOWN
+        self.retry_at = math.inf if permanent else now + backoff(self.failures)
+
+    def _describe(self, exc: BaseException) -> tuple[str, str, bool]:
+        """(message, error class, permanent?) for a failed start or a lost session."""
+        tail = self.stats.last_stderr_line()
+        with_tail = f"; stderr: {tail}" if tail else ""
+        if isinstance(exc, SecretError):
+            return str(exc), "missing_secret", True
+        if isinstance(exc, FileNotFoundError | NotADirectoryError):
+            return f"command not found: {self.cfg.command}", "spawn_enoent", True
+        if isinstance(exc, PermissionError):
+            return f"permission denied running {self.cfg.command}", "spawn_eacces", True
+        status = _http_status(exc)
+        if status in (401, 403):
+            return f"HTTP {status} from {self.cfg.url} (check its headers/token)", "http_auth", True
+        if status is not None:
+            return f"HTTP {status} from {self.cfg.url}", "http_error", False
+        if isinstance(exc, _Exited) or (isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED):
+            reason = self.stats.broken or "exited"
+            code = self.stats.returncode
+            return f"{reason}{f' with code {code}' if code is not None else ''}{with_tail}", "exited", False
+        if isinstance(exc, MCPError) and exc.code == types.REQUEST_TIMEOUT:
+            garbage = self.stats.garbage_lines
+            noise = f"; {garbage} non-JSON stdout line(s), e.g. {self.stats.garbage_sample!r}" if garbage else ""
+            return f"no answer within {self.cfg.timeout:g}s{noise}{with_tail}", "start_timeout", False
+        if isinstance(exc, MCPError):
+            return f"{exc.message}{with_tail}", "handshake_error", False
+        return f"{type(exc).__name__}: {exc}{with_tail}", type(exc).__name__, False
+
+    @asynccontextmanager
+    async def _open(self, exited: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
+        cfg = self.cfg
+        if cfg.url:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            headers = resolved_headers(cfg)
+            self.stats.secrets = tuple(headers.values())
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
+                streamable_http_client(cfg.url, http_client=http) as (read, write),
+            ):
+                yield read, write
+            return
+        extra = resolved_env(cfg)
+        self.stats.secrets = tuple(extra.values())
+        env = child_env(extra)
+        argv = [self._program(env), *cfg.args]
+        async with stdio_pipe(argv, env, cfg.cwd, self.stats, exited.set, self.pool.pids) as streams:
+            yield streams
+
+    def _program(self, env: dict[str, str]) -> str:
+        """Resolve the command like a shell would, against the server's own PATH and cwd."""
+        command = self.cfg.command or ""
+        if os.sep in command:
+            return os.path.join(self.cfg.cwd or os.getcwd(), command) if not os.path.isabs(command) else command
+        found = shutil.which(command, path=env.get("PATH"))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, "command not found", command)
+        return found
+
+    # ------------------------------------------------------------------ listing
+
+    async def _list(self, session: ClientSession, kinds: Iterable[str]) -> Listing:
+        caps = session.server_capabilities
+        listing = Listing() if self.listing is None else Listing(**self.listing.as_dict())
+        for kind in kinds:
+            cap = None if caps is None else getattr(caps, "resources" if kind == "resource_templates" else kind)
+            if caps is not None and cap is None:
+                setattr(listing, kind, [])
+                continue
+            try:
+                setattr(listing, kind, await self._pages(session, kind))
+            except MCPError as exc:
+                if exc.code != types.METHOD_NOT_FOUND or kind == "tools":
+                    raise
+                setattr(listing, kind, [])
+        return listing
+
+    async def _pages(self, session: ClientSession, kind: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_PAGES):
+            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.send_request(_LIST_REQUESTS[kind](params=params), _RAW)
+            items += [item for item in page.get(_WIRE_KEY[kind]) or [] if isinstance(item, dict)]
+            cursor = page.get("nextCursor")
+            if not cursor or cursor in seen:  # a server repeating its cursor must not loop forever
+                break
+            seen.add(cursor)
+        return items
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            self._transport_error = message
+            if _http_status(message) in (401, 403):
+                self._restartable()
+            return
+        kind = _CHANGED.get(type(message))
+        if kind is None:
+            return
+        self._dirty.add(kind)
+        if kind == "resources":
+            self._dirty.add("resource_templates")
+        if not self._relisting:
+            self._relisting = True
+            self.pool.spawn(self._relist)
+
+    async def _relist(self) -> None:
+        """Re-list what changed (coalescing bursts), then tell the pool's listener."""
+        try:
+            while self._dirty and self.session is not None:
+                kinds = frozenset(self._dirty)
+                self._dirty.clear()
+                try:
+                    self.listing = await self._list(self.session, kinds)
+                except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+                self.pool.listed(self, kinds)
+        finally:
+            self._relisting = False
+
+    # ------------------------------------------------------------------ requests
+
+    async def request(
+        self, request: Any, *, timeout: float | None = None, progress: Callable[..., Awaitable[None]] | None = None
+    ) -> dict[str, Any]:
+        """Send one request and return the upstream's raw (wire-format) result.
+
+        Raises UpstreamUnavailable when the server cannot be reached, MCPError for the upstream's own
+        JSON-RPC errors (REQUEST_TIMEOUT after `timeout` seconds, a courtesy cancel is sent upstream).
+        """
+        timeout = self.cfg.timeout if timeout is None else timeout
+        session = await self.ready_session(timeout)
+        try:
+            return await session.send_request(
+                request, _RAW, request_read_timeout_seconds=timeout, progress_callback=progress
+            )
+        except MCPError as exc:
+            if exc.code != types.CONNECTION_CLOSED:
+                raise
+            self._restartable()
+            tail = self.stats.last_stderr_line()
+            raise UpstreamUnavailable(
+                f"server '{self.name}' closed the connection during the request{f'; stderr: {tail}' if tail else ''}"
+            ) from exc
+
+    async def text_resources(self, limit: int = 100, max_bytes: int = 256 * 1024) -> list[tuple[str, str, str]]:
+        """(uri, name, text) of this server's text resources, for coffer__ask; binary or big ones skipped."""
+        out: list[tuple[str, str, str]] = []
+        for res in (self.listing.resources if self.listing else [])[:limit]:
+            uri, mime, size = res.get("uri"), str(res.get("mimeType") or ""), res.get("size")
+            if (
+                not isinstance(uri, str)
+                or mime.startswith(_BINARY_MIME)
+                or (isinstance(size, int) and size > max_bytes)
+            ):
+                continue
+            request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+            try:
+                result = await self.request(request, timeout=min(self.cfg.timeout, 10.0))
+            except (MCPError, UpstreamUnavailable):
+                continue
+            texts = [
+                c["text"]
+                for c in result.get("contents") or []
+                if isinstance(c, dict) and isinstance(c.get("text"), str)
+            ]
+            text = "\n\n".join(texts)
+            if text.strip() and len(text.encode("utf-8", "replace")) <= max_bytes:
+                out.append((uri, str(res.get("title") or res.get("name") or uri), text))
+        return out
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-able summary for `coffer doctor` and tests."""
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "spawns": self.spawns,
+            "failures": self.failures,
+            "last_error": self.last_error,
+            "error_class": self.error_class,
+            "init_seconds": self.init_seconds,
+            "protocol_version": self.protocol_version,
+            "server_info": self.server_info,
+            "stderr_tail": self.stats.stderr_tail(),
+            "garbage_lines": self.stats.garbage_lines,
+        }
