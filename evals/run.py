@@ -95,29 +95,30 @@ def main(argv: list[str] | None = None) -> int:
         "--write-baseline", action="store_true", help=f"store these results as the regression baseline ({BASELINE})"
     )
     args = parser.parse_args(argv)
-    if args.suite == ["ask"]:  # the coffer__ask suite has its own runner: python -m evals.ask
-        import evals.ask
-
-        evals.ask.print_report(evals.ask.run())
-        return 0
+    # --dataset narrows tool_search; the ask suite (coffer__ask retrieval) has one bundled vault
+    suites = args.suite or (["tool_search"] if args.dataset else list(SUITES))
     names = args.dataset or list(datasets.DATASETS)
     rankers = args.ranker or list(RANKERS)
-    if args.write_baseline and (args.full or args.dataset or args.ranker):
-        parser.error("--write-baseline needs the default run (all data sets and rankers, metatool sample)")
-    with tempfile.TemporaryDirectory(prefix="coffer-evals-") as tmp:
-        rows = run(names, rankers, full=args.full, cache_dir=Path(tmp))
-    _render(rows)
-    payload = {"version": 1, "suite": "tool_search", "k": K, "results": rows}
-    if args.json_path:
-        args.json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    if args.write_baseline:
-        keep = ("dataset", "ranker", "queries", *metrics.METRICS)
-        baseline = {"version": 1, "suite": "tool_search", "results": [{k: r[k] for k in keep} for r in rows]}
-        BASELINE.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
-    if args.suite is None or "ask" in args.suite:
+    if args.write_baseline and (args.full or args.dataset or args.ranker or "tool_search" not in suites):
+        parser.error("--write-baseline needs the default tool_search run (all data sets and rankers, metatool sample)")
+    payload: dict[str, Any] = {"version": 1, "k": K}
+    if "tool_search" in suites:
+        with tempfile.TemporaryDirectory(prefix="coffer-evals-") as tmp:
+            rows = run(names, rankers, full=args.full, cache_dir=Path(tmp))
+        _render(rows)
+        payload["results"] = rows
+        if args.write_baseline:
+            keep = ("dataset", "ranker", "queries", *metrics.METRICS)
+            baseline = {"version": 1, "suite": "tool_search", "results": [{k: r[k] for k in keep} for r in rows]}
+            BASELINE.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
+    if "ask" in suites:  # its own runner and report: python -m evals.ask
         import evals.ask
 
-        evals.ask.print_report(evals.ask.run())
+        report = evals.ask.run(tuple(rankers))
+        evals.ask.print_report(report)
+        payload["ask"] = report
+    if args.json_path:
+        args.json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

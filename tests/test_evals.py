@@ -81,7 +81,7 @@ def test_cli_writes_json(tmp_path: Path) -> None:
     from evals.run import main
 
     out = tmp_path / "r.json"
-    assert main(["--dataset", "coffer-real", "--ranker", "bm25", "--json", str(out)]) == 0
+    assert main(["--suite", "tool_search", "--dataset", "coffer-real", "--ranker", "bm25", "--json", str(out)]) == 0
     data = json.loads(out.read_text())
     (row,) = data["results"]
     assert row["dataset"] == "coffer-real" and row["ranker"] == "bm25" and row["queries"] >= 150

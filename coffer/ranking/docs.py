@@ -93,13 +93,13 @@ MAX_CHUNKS = 4
 
 
 def embed_chunks(doc: Doc) -> list[str]:
-    """Extra per-sentence texts for a long doc (empty for a one-sentence doc).
+    """Extra per-sentence texts for a long doc (none for a doc of one or two sentences).
 
     A mean-pooled vector of a long description blurs its parts; scoring a doc by its best sentence
     as well lets "read a PDF" find a tool whose PDF support is the fourth sentence of twenty.
     """
     sentences = [s.strip() for s in _SENTENCE.split(doc.text) if len(s.split()) >= 3]
-    if len(sentences) < 2:
+    if len(sentences) < 3:
         return []
     name = " ".join(split_words(doc.name))
     return [expand_abbreviations(f"{name}: {s}") for s in sentences[:MAX_CHUNKS]]

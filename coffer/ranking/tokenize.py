@@ -155,13 +155,24 @@ def split_words(text: str) -> list[str]:
     return out
 
 
+_word_terms: dict[str, tuple[str, ...]] = {}
+
+
+def _terms_of(word: str) -> tuple[str, ...]:
+    """Terms of one regex word, memoised: catalogues and queries repeat few distinct words."""
+    hit = _word_terms.get(word)
+    if hit is None:
+        hit = tuple(stem(w) for part in split_words(word) for w in ABBREVIATIONS.get(part, (part,)) if _keep(w))
+        if len(_word_terms) < 200_000:
+            _word_terms[word] = hit
+    return hit
+
+
 def tokenize(text: str) -> list[str]:
     """BM25 terms of `text`, in order, repeats kept (term frequency matters)."""
     out: list[str] = []
-    for word in split_words(text):
-        for w in ABBREVIATIONS.get(word, (word,)):
-            if _keep(w):
-                out.append(stem(w))
+    for word in _WORD.findall(text):
+        out.extend(_terms_of(word))
     return out
 
 
