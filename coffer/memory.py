@@ -50,7 +50,7 @@ MIGRATIONS = Migrations("coffer.memory")
 
 @MIGRATIONS(name="m001_notes_and_knowledge")
 def _m001(db: sqlite_utils.Database) -> None:
-    # IF NOT EXISTS: two processes opening a fresh file may both see the migration pending.
+    # IF NOT EXISTS: belt and braces beside the write lock `_connect` applies migrations under.
     db.execute(
         "CREATE TABLE IF NOT EXISTS memory_notes (id TEXT PRIMARY KEY, text TEXT NOT NULL,"
         " tags TEXT NOT NULL DEFAULT '[]', source TEXT, created TEXT NOT NULL)"
