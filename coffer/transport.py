@@ -136,27 +136,27 @@ async def stdio_pipe(
         assert process.stdout is not None
         buffer = b""
         try:
-            async with read_send:
-                async for chunk in process.stdout:
-                    buffer += chunk
-                    if b"\n" not in buffer:
-                        if len(buffer) > MAX_LINE_BYTES:
-                            stats.broken = f"a stdout line exceeded {MAX_LINE_BYTES} bytes"
-                            return
+            async for chunk in process.stdout:
+                buffer += chunk
+                if b"\n" not in buffer:
+                    if len(buffer) > MAX_LINE_BYTES:
+                        stats.broken = f"a stdout line exceeded {MAX_LINE_BYTES} bytes"
+                        return
+                    continue
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if not line.strip():
                         continue
-                    *lines, buffer = buffer.split(b"\n")
-                    for line in lines:
-                        if not line.strip():
-                            continue
-                        message = _parse(line)
-                        if message is None:
-                            stats.note_garbage(line)  # banners, warnings: never fatal
-                            continue
-                        await read_send.send(message)
+                    message = _parse(line)
+                    if message is None:
+                        stats.note_garbage(line)  # banners, warnings: never fatal
+                        continue
+                    await read_send.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
         finally:
-            on_exit()
+            on_exit()  # before the session sees EOF, so nobody reuses a dead session
+            read_send.close()
 
     async def drain_stderr() -> None:
         assert process.stderr is not None

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 BACKOFF_BASE_S = 1.0
 BACKOFF_CAP_S = 300.0
 HEALTHY_RESET_S = 600.0  # a session that lived this long forgets earlier failures
+START_SLACK_S = 2.0  # spawn and listing time on top of an initialize that may take the whole timeout
 MAX_PAGES = 50
 KINDS = ("tools", "prompts", "resources", "resource_templates")
 CLIENT_INFO = types.Implementation(name="coffer", version=__version__)
@@ -134,6 +135,7 @@ class Upstream:
         self._done = anyio.Event()
         self._done.set()
         self._scope: anyio.CancelScope | None = None
+        self._exited = anyio.Event()
         self._urgent = False
         self._stopping = False
         self._transport_error: BaseException | None = None
@@ -166,7 +168,9 @@ class Upstream:
         Raises UpstreamUnavailable with the reason (and the stderr tail's last line) otherwise.
         """
         if self.state is State.READY and self.session is not None:
-            return self.session
+            if not self._exited.is_set():
+                return self.session
+            await self._done.wait()  # the process just died: let the supervisor record why (bounded)
         if self.state is State.FAILED:
             raise UpstreamUnavailable(f"server '{self.name}' cannot start: {self.last_error}")
         now = anyio.current_time()
@@ -177,7 +181,7 @@ class Upstream:
         self._urgent = True
         self.pool.gate.poke()
         self.start()
-        await self.wait_settled(wait)
+        await self.wait_settled(wait + START_SLACK_S)  # its own initialize timeout decides first, with a reason
         if self.state is State.READY and self.session is not None:
             return self.session
         if self.state is State.STARTING:
@@ -201,7 +205,7 @@ class Upstream:
         self._transport_error = None
         self.stats = StreamStats(secrets=self.stats.secrets)
         slot = self.pool.gate.slot()
-        exited = anyio.Event()
+        exited = self._exited = anyio.Event()
         ready_at: float | None = None
         error: BaseException | None = None
         try:

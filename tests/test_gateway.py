@@ -1,0 +1,185 @@
+"""`coffer serve` end to end: a real subprocess, real fixture upstreams, a real MCP client session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+
+from coffer import catalogue, registry
+from tests.fixtures.gateway_harness import add_fixture, read_events, serve, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def test_merge_route_curate_and_builtins(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha", disabled_tools=["crash"])
+    add_fixture(coffer_home, "beta", "garbage")
+    add_fixture(coffer_home, "gamma", enabled=False)
+    async with serve(coffer_home) as s:
+        names = await s.tool_names()
+        assert names[:2] == ["coffer__search_tools", "coffer__ask"]
+        assert {"alpha__echo", "alpha__add", "beta__echo", "beta__noisy"} <= set(names)
+        assert "alpha__crash" not in names and not any(n.startswith("gamma__") for n in names)
+        assert names[2:] == sorted(names[2:])
+
+        assert text(await s.call("alpha__add", {"a": 2, "b": 3})) == "5"
+        failed = await s.call("alpha__fail")
+        assert failed.is_error and "fixture failure: bad input" in text(failed)
+        boom = await s.call("alpha__boom")
+        assert boom.is_error and "boom from fixture" in text(boom)
+        # garbage on the upstream's stdout, before and between frames, does not break its session
+        assert text(await s.call("beta__noisy")) == "still here"
+        assert text(await s.call("beta__echo", {"text": "ok"})) == "ok"
+
+        # curation is decided at call time, even for names the host kept from an earlier list
+        refused = await s.call("alpha__crash")
+        assert refused.is_error and "disabled" in text(refused) and "coffer enable alpha__crash" in text(refused)
+        assert "server 'gamma' is disabled" in text(await s.call("gamma__echo"))
+        unknown = await s.call("nowhere__tool")
+        assert unknown.is_error and "unknown tool 'nowhere__tool'" in text(unknown)
+        registry.set_enabled("beta", None, False)
+        assert "server 'beta' is disabled" in text(await s.call("beta__echo", {"text": "x"}))
+        assert not any(n.startswith("beta__") for n in await s.tool_names())
+        registry.set_enabled("alpha", "echo", False)
+        assert (await s.call("alpha__echo", {"text": "x"})).is_error
+
+        prompts = [p.name for p in (await s.session.list_prompts()).prompts]
+        assert prompts == ["alpha__greet"]
+        greeting = await s.session.get_prompt("alpha__greet", {"name": "Ada"})
+        assert greeting.messages[0].content.text == "Hello, Ada!"  # type: ignore[union-attr]
+        uris = [r.uri for r in (await s.session.list_resources()).resources]
+        assert uris == ["fixture://alpha/readme"]
+        readme = await s.session.read_resource("fixture://alpha/readme")
+        assert "pineapple" in readme.contents[0].text  # type: ignore[union-attr]
+        item = await s.session.read_resource("fixture://alpha/item/42")  # routed by the template
+        assert item.contents[0].text == "item 42"  # type: ignore[union-attr]
+
+        found = await s.call("coffer__search_tools", {"query": "add two numbers", "top_k": 3})
+        data = found.structured_content
+        assert data is not None and json.loads(text(found)) == data
+        assert data["tools"][0]["name"] == "alpha__add"
+        assert data["tools"][0]["inputSchema"]["properties"]["a"] == {"type": "number"}
+        assert all(not t["name"].startswith("coffer__") and not t["name"].startswith("beta__") for t in data["tools"])
+        assert "alpha__echo" not in [t["name"] for t in data["tools"]]
+        assert data["total_searched"] == len([n for n in await s.tool_names() if not n.startswith("coffer__")])
+        many = (await s.call("coffer__search_tools", {"query": "tool", "top_k": 50})).structured_content
+        assert many is not None and len(many["tools"]) <= 20
+        bad = await s.call("coffer__search_tools", {"query": "x", "top_k": 0})
+        assert bad.is_error and "top_k" in text(bad)
+        assert (await s.call("coffer__search_tools", {})).is_error
+
+        asked = await s.call("coffer__ask", {"question": "where are the launch codes kept?"})
+        passages = (asked.structured_content or {}).get("passages", [])
+        assert any("pineapple" in p["text"] and p["source"]["server"] == "alpha" for p in passages)
+
+    snap = catalogue.load_snapshot()
+    assert snap is not None and {"alpha", "beta"} <= set(snap.servers)
+    assert "echo" in [t["name"] for t in snap.servers["alpha"].tools]
+
+    from coffer.log import open_log, query
+
+    rows = query(open_log(), limit=100)
+    outcomes = {(r["server"], r["tool"], r["outcome"]) for r in rows}
+    assert ("alpha", "add", "ok") in outcomes
+    assert ("alpha", "fail", "error") in outcomes
+    assert ("alpha", "crash", "refused") in outcomes
+    assert ("coffer", "search_tools", "ok") in outcomes
+    assert ("coffer", "ask", "ok") in outcomes
+    assert all(r["client_name"] == "mcp" for r in rows)
+
+
+async def test_failures_stay_isolated(coffer_home: Path, tmp_path: Path) -> None:
+    crash_events = tmp_path / "crashy.events"
+    add_fixture(coffer_home, "good")
+    add_fixture(coffer_home, "crashy", "crash_start", events=crash_events)
+    add_fixture(coffer_home, "hangs", "hang_start", timeout=1.5)
+    add_fixture(coffer_home, "flood", "stderr_flood")
+    async with serve(coffer_home) as s:
+        names = await s.tool_names()
+        assert not any(n.startswith(("crashy__", "hangs__")) for n in names)
+        # 1 MiB on stderr before serving: drained, so the server is not stuck on a full pipe
+        assert text(await s.call("flood__echo", {"text": "drained"})) == "drained"
+        assert text(await s.call("good__echo", {"text": "fine"})) == "fine"
+
+        failed = await s.call("crashy__echo", {"text": "x"})
+        assert failed.is_error and "exited with code 3" in text(failed)
+        assert "the fixture refuses to start" in text(failed)  # the stderr tail explains why
+        for _ in range(5):
+            assert (await s.call("crashy__echo", {"text": "x"})).is_error
+        # a crash loop is restarted on demand with backoff, not once per call
+        assert len([e for e in read_events(crash_events) if e.startswith("start:")]) <= 4
+
+        hung = await s.call("hangs__echo", {"text": "x"})
+        assert hung.is_error and "no answer within 1.5s" in text(hung)
+
+        pid_before = text(await s.call("good__pid"))
+        died = await s.call("good__crash")
+        assert died.is_error and "crashing on purpose" in text(died)
+        assert text(await s.call("good__echo", {"text": "back"})) == "back"  # restarted on the next call
+        assert text(await s.call("good__pid")) != pid_before
+
+
+async def test_progress_cancellation_timeout_and_list_changed(coffer_home: Path, tmp_path: Path) -> None:
+    events = tmp_path / "alpha.events"
+    slow_events = tmp_path / "slow.events"
+    add_fixture(coffer_home, "alpha", events=events)
+    add_fixture(coffer_home, "sluggish", events=slow_events, timeout=1.0)
+    async with serve(coffer_home) as s:
+        seen: list[tuple[float, float | None]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append((progress, total))
+
+        done = await s.call("alpha__slow", {"seconds": 0.2}, progress_callback=on_progress)
+        assert text(done) == "slow done"
+        assert seen == [(1.0, 4.0), (2.0, 4.0), (3.0, 4.0), (4.0, 4.0)]
+
+        with anyio.move_on_after(0.5):
+            await s.call("alpha__slow", {"seconds": 60})
+        await wait_for(lambda: "slow:cancelled" in read_events(events), what="the upstream to see the cancel")
+        assert text(await s.call("alpha__echo", {"text": "still fine"})) == "still fine"
+
+        timed_out = await s.call("sluggish__slow", {"seconds": 60})
+        assert timed_out.is_error and "timed out after 1s" in text(timed_out)
+        await wait_for(lambda: "slow:cancelled" in read_events(slow_events), what="the timeout's upstream cancel")
+
+        await s.tool_names()
+        s.notifications.clear()  # start-up listings are announced too; wait for the one grow causes
+        added = text(await s.call("alpha__grow"))
+        await wait_for(
+            lambda: any(isinstance(n, types.ToolListChangedNotification) for n in s.notifications),
+            what="tools/list_changed re-sent by the gateway",
+        )
+        assert f"alpha__{added}" in await s.tool_names()
+        assert text(await s.call(f"alpha__{added}")) == added
+
+    from coffer.log import open_log, query
+
+    outcomes = {(r["server"], r["tool"], r["outcome"]) for r in query(open_log(), limit=50)}
+    assert ("alpha", "slow", "cancelled") in outcomes
+    assert ("sluggish", "slow", "timeout") in outcomes
+
+
+async def test_first_tools_list_comes_from_the_snapshot(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "sleepy", "hang_start", timeout=60)
+    remembered = {"name": "remembered_tool", "description": "From the snapshot.", "inputSchema": {"type": "object"}}
+    catalogue.save_server("sleepy", tools=[remembered])
+    async with serve(coffer_home) as s:
+        # the upstream never answers; the host still gets its full list at once
+        assert "sleepy__remembered_tool" in await s.tool_names()
+        found = await s.call("coffer__search_tools", {"query": "remembered tool from the snapshot"})
+        assert found.structured_content is not None
+        assert found.structured_content["tools"][0]["name"] == "sleepy__remembered_tool"
