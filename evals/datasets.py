@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ class Query:
     id: str
     text: str
     groups: tuple[frozenset[str], ...]
+    steps: tuple[str, ...] = ()  # livemcpbench: the task's sub-goals, one line each
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,16 @@ def _groups(row: dict[str, Any]) -> tuple[frozenset[str], ...]:
     return tuple(frozenset([name]) for name in dict.fromkeys(row["relevant"]))
 
 
+_STEP_NUMBER = re.compile(r"^\s*\d+[.)]\s*")
+
+
+def _steps(text: Any) -> tuple[str, ...]:
+    if not isinstance(text, str):
+        return ()
+    lines = (_STEP_NUMBER.sub("", line).strip() for line in text.splitlines())
+    return tuple(line for line in lines if line)
+
+
 def stable_order(ids: list[str], salt: str) -> list[str]:
     """A fixed pseudo-random order that depends only on the ids, not on file order or Python's hash."""
     return sorted(ids, key=lambda i: hashlib.sha256(f"{salt}:{i}".encode()).hexdigest())
@@ -95,5 +107,8 @@ def load(name: str, full: bool = False, part: str | None = None) -> Dataset:
             note = f"fixed sample of {len(rows)} of 21,111 queries (--full for all)"
         elif part == "dev":
             note = "dev split (tuning only)"
-    queries = [Query(id=str(r.get("id", i)), text=r["query"], groups=_groups(r)) for i, r in enumerate(rows)]
+    queries = [
+        Query(id=str(r.get("id", i)), text=r["query"], groups=_groups(r), steps=_steps(r.get("steps")))
+        for i, r in enumerate(rows)
+    ]
     return Dataset(name=name, tools=tools, queries=queries, note=note)

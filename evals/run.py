@@ -51,12 +51,48 @@ def evaluate(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None) -> 
     return row
 
 
-def run(names: list[str], rankers: list[str], full: bool = False, cache_dir: Path | None = None) -> list[dict]:
+def evaluate_steps(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None) -> dict[str, Any]:
+    """One query per sub-goal (livemcpbench's step list), as SEARCH_TOOL_DESCRIPTION asks of agents.
+
+    A gold group counts as found at k when any step's top k holds it; there is no single ranking,
+    so MRR and nDCG are not reported.
+    """
+    from coffer.ranking import Ranker, docs_from_tools
+
+    ranker = Ranker(docs_from_tools(ds.tools), mode=mode, cache_dir=cache_dir)
+    totals = {"recall@1": 0.0, "recall@5": 0.0, "recall@10": 0.0, "hit@5": 0.0}
+    search_s, n_steps = 0.0, 0
+    for query in ds.queries:
+        per_step: list[list[str]] = []
+        for step in query.steps or (query.text,):
+            t0 = time.perf_counter()
+            per_step.append([doc.id for doc, _ in ranker.search(step, K).hits])
+            search_s += time.perf_counter() - t0
+            n_steps += 1
+        for k in (1, 5, 10):
+            found = {i for ids in per_step for i, g in enumerate(query.groups) if g & set(ids[:k])}
+            totals[f"recall@{k}"] += len(found) / len(query.groups)
+            if k == 5:
+                totals["hit@5"] += 1.0 if found else 0.0
+    n = len(ds.queries)
+    row: dict[str, Any] = {"dataset": f"{ds.name}/steps", "ranker": mode, "ran": ranker.ranker, "queries": n}
+    row.update({name: round(100.0 * value / n, 1) for name, value in totals.items()})
+    row.update({"mrr@10": None, "ndcg@10": None, "step_queries": n_steps})
+    row["ms_per_query"] = round(1000.0 * search_s / max(n_steps, 1), 3)
+    row["note"] = f"one query per sub-goal: {n_steps} step queries for {n} tasks, a group found in any step's top k"
+    return row
+
+
+def run(
+    names: list[str], rankers: list[str], full: bool = False, cache_dir: Path | None = None, steps: bool = True
+) -> list[dict]:
     rows = []
     for name in names:
         ds = datasets.load(name, full=full)
         for mode in rankers:
             rows.append(evaluate(ds, mode, cache_dir))
+        if steps and any(q.steps for q in ds.queries):
+            rows.extend(evaluate_steps(ds, mode, cache_dir) for mode in rankers)
     return rows
 
 
@@ -71,7 +107,7 @@ def _render(rows: list[dict]) -> None:
                 r["dataset"],
                 r["ranker"] if r["ran"] == r["ranker"] else f"{r['ranker']} (ran {r['ran']})",
                 r["queries"],
-                *(f"{r[m]:.1f}" for m in metrics.METRICS),
+                *("-" if r[m] is None else f"{r[m]:.1f}" for m in metrics.METRICS),
                 f"{r['ms_per_query']:.2f}",
             ]
             for r in rows
@@ -109,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         payload["results"] = rows
         if args.write_baseline:
             keep = ("dataset", "ranker", "queries", *metrics.METRICS)
-            baseline = {"version": 1, "suite": "tool_search", "results": [{k: r[k] for k in keep} for r in rows]}
+            scored = [{k: r[k] for k in keep} for r in rows if r["mrr@10"] is not None]  # not the /steps view
+            baseline = {"version": 1, "suite": "tool_search", "results": scored}
             BASELINE.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
     if "ask" in suites:  # its own runner and report: python -m evals.ask
         import evals.ask
