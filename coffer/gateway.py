@@ -69,6 +69,16 @@ class Merged:
     key: str = ""
 
 
+def _for_era(ctx: Any, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
+    """Add the envelope 2026-07-28 results require (typed results get it from their defaults, dicts don't)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return result
+    envelope: dict[str, Any] = {"resultType": "complete"}
+    if cacheable:  # never cached: upstreams come and go and curation changes under the host
+        envelope |= {"ttlMs": 0, "cacheScope": "private"}
+    return envelope | result
+
+
 class Gateway:
     """State behind `coffer serve`: the registry (re-read when it changes), the listings, the pool."""
 
@@ -281,23 +291,26 @@ class Gateway:
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.current_registry()
         await self._await_discovery()
-        return {"tools": self.merged().tools_result}
+        return _for_era(ctx, {"tools": self.merged().tools_result}, cacheable=True)
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.current_registry()
-        return {"prompts": self.merged().prompts_result}
+        await self._await_discovery()
+        return _for_era(ctx, {"prompts": self.merged().prompts_result}, cacheable=True)
 
     async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.current_registry()
-        return {"resources": self.merged().resources_result}
+        await self._await_discovery()
+        return _for_era(ctx, {"resources": self.merged().resources_result}, cacheable=True)
 
     async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.current_registry()
-        return {"resourceTemplates": self.merged().templates_result}
+        await self._await_discovery()
+        return _for_era(ctx, {"resourceTemplates": self.merged().templates_result}, cacheable=True)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = _Call(server="?", tool=params.name)
-        return await self._record(ctx, call, lambda: self._route_tool(ctx, params, call))
+        return _for_era(ctx, await self._record(ctx, call, lambda: self._route_tool(ctx, params, call)))
 
     async def _record(self, ctx: Any, call: _Call, run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """Run one tools/call, turn failures into isError results, and log who/what/how long/outcome."""
@@ -414,7 +427,7 @@ class Gateway:
         request = types.GetPromptRequest(
             params=types.GetPromptRequestParams(name=entry.tool, arguments=params.arguments)
         )
-        return await self._forward(entry.server, request)
+        return _for_era(ctx, await self._forward(entry.server, request))
 
     async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> dict[str, Any]:
         self.current_registry()
@@ -426,7 +439,7 @@ class Gateway:
         if server is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
         request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
-        return await self._forward(server, request)
+        return _for_era(ctx, await self._forward(server, request), cacheable=True)
 
     async def _forward(self, server: str, request: Any) -> dict[str, Any]:
         up = self.pool.get(server)

@@ -173,6 +173,9 @@ async def stdio_pipe(
                     await process.stdin.send(data.encode("utf-8"))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_send.aclose()
+            return
+        with contextlib.suppress(Exception):
+            await process.stdin.aclose()  # our side is done writing: the child sees EOF, as the spec asks
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(read_stdout)

@@ -1,0 +1,63 @@
+"""`coffer serve` as a process: no orphans after SIGTERM or stdin EOF, and hosts of both MCP eras."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters, stdio_client
+
+from tests.fixtures.gateway_harness import (
+    add_fixture,
+    alive,
+    descendants,
+    read_events,
+    serve,
+    serve_env,
+    wait_for,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.parametrize("how", ["sigterm", "stdin_eof"])
+async def test_shutdown_leaves_no_process_behind(coffer_home: Path, tmp_path: Path, how: str) -> None:
+    events = tmp_path / "events"
+    add_fixture(coffer_home, "kids", "spawn_child", events=events)
+    add_fixture(coffer_home, "stubborn", "stubborn", events=events)  # ignores SIGTERM and stdin EOF
+    async with serve(coffer_home) as s:
+        for name in ("kids__pid", "stubborn__pid"):
+            assert not (await s.call(name)).is_error
+        tree = descendants(s.pid)
+        grandchild = next(int(e.split(":")[1]) for e in read_events(events) if e.startswith("child:"))
+        assert grandchild in tree and len(tree) >= 3
+        if how == "sigterm":
+            os.kill(s.pid, signal.SIGTERM)
+        else:
+            await s.write.aclose()
+        await wait_for(s.exited.is_set, timeout=10, what="coffer serve to exit")
+        await wait_for(lambda: not any(alive(p) for p in tree), timeout=6, what="every upstream process to be gone")
+        assert s.stats.garbage_lines == 0  # coffer's stdout carried protocol only
+
+
+async def test_hosts_of_both_eras(coffer_home: Path, tmp_path: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer", "serve"], env=serve_env(coffer_home))
+    for mode, era in (("auto", "2026-07-28"), ("legacy", "2025-11-25")):
+        with open(tmp_path / f"{mode}.stderr", "w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog), mode=mode, cache=None) as client:
+                assert client.protocol_version == era
+                names = [t.name for t in (await client.list_tools()).tools]
+                assert {"coffer__search_tools", "coffer__ask", "alpha__echo"} <= set(names)
+                result = await client.call_tool("alpha__echo", {"text": era})
+                assert not result.is_error and result.content[0].text == era  # type: ignore[union-attr]
+                found = await client.call_tool("coffer__search_tools", {"query": "echo the text"})
+                assert found.structured_content and found.structured_content["tools"][0]["name"] == "alpha__echo"
