@@ -12,7 +12,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -194,13 +194,18 @@ async def stdio_pipe(
             tg.cancel_scope.cancel()
 
 
-def child_env(
-    extra: dict[str, str], inherit: Iterable[str] = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
-) -> dict[str, str]:
-    """A minimal environment: the safe basics from ours plus exactly what the registry declares."""
-    env = {k: v for k in inherit if (v := os.environ.get(k)) is not None and not v.startswith("()")}
-    for key in ("LANG", "LC_ALL", "TMPDIR"):
-        if key in os.environ:
-            env.setdefault(key, os.environ[key])
+# Beyond the SDK's safe basics: what launchers such as uvx and npx need to reach their registries
+# (CA bundles and proxies in managed networks), caches, locale and temp dirs. Never anything else.
+INHERITED_ENV = (
+    *("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR"),
+    *("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"),
+    *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"),
+    *("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"),
+)
+
+
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    """A minimal environment: the basics above from ours, plus exactly what the registry declares."""
+    env = {k: v for k in INHERITED_ENV if (v := os.environ.get(k)) is not None and not v.startswith("()")}
     env.update(extra)
     return env
