@@ -139,7 +139,8 @@ async def probe(cfg: ServerConfig, timeout: float | None = None) -> dict[str, li
         pool.sync([cfg])
         up = pool.upstreams[cfg.name]
         await up.wait_settled(timeout if timeout is not None else cfg.timeout + 5.0)
-        if up.state is not State.READY or up.listing is None:
-            reason = up.last_error or f"did not start within {cfg.timeout:g}s"
-            raise UpstreamError(f"{cfg.name}: {reason}")
-        return up.listing.as_dict()
+        listing = up.listing if up.state is State.READY else None
+        reason = up.last_error or f"did not start within {cfg.timeout:g}s"
+    if listing is None:  # raised outside the pool, so it is not wrapped in an ExceptionGroup
+        raise UpstreamError(f"{cfg.name}: {reason}")
+    return listing.as_dict()

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from coffer.pool import Pool
 
 BACKOFF_BASE_S = 1.0
+BACKOFF_FACTOR = 3.0
 BACKOFF_CAP_S = 300.0
 HEALTHY_RESET_S = 600.0  # a session that lived this long forgets earlier failures
 START_SLACK_S = 2.0  # spawn and listing time on top of an initialize that may take the whole timeout
@@ -88,10 +89,14 @@ class Listing:
 
 
 def backoff(failures: int) -> float:
-    """Seconds before restart n+1: the first retry is immediate, then 1, 2, 4 ... capped at 5 minutes."""
+    """Seconds before restart n+1: the first retry is immediate, then 1, 3, 9 ... capped at 5 minutes.
+
+    Tripling keeps a server that dies on every start (and is asked for on every call) under 20 spawns
+    in its first hour and 12 an hour after that.
+    """
     if failures <= 1:
         return 0.0
-    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** (failures - 2))
+    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * BACKOFF_FACTOR ** (failures - 2))
 
 
 def _leaf(exc: BaseException) -> BaseException:
