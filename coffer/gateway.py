@@ -36,6 +36,7 @@ from coffer.upstream import KINDS, Upstream, UpstreamUnavailable
 
 if TYPE_CHECKING:
     from coffer.log import CallLog
+    from coffer.pinning import Pins
 
 log = logging.getLogger("coffer.gateway")
 
@@ -102,16 +103,21 @@ class Gateway:
         self._snapshot_lock = anyio.Lock()
         self._started_at = 0.0
         self._builtins = builtins.tool_definitions()
+        self.pins: Pins | None = None  # trust (coffer.pinning): unapproved launch configs, held tools
+        self._pins_stamp = -1
         self.server = self._build_server()
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
         """Load the snapshot, start the upstreams in the background; stop them all on exit."""
+        from coffer.pinning import Pins
+
         async with self.pool:
-            self._started_at = anyio.current_time()
-            self._load_snapshot()
-            self.current_registry()
-            yield self
+            with Pins.open(new_tools="allow") as self.pins:  # the registry's setting is applied in _sync()
+                self._started_at = anyio.current_time()
+                self._load_snapshot()
+                self.current_registry()
+                yield self
 
     def _load_snapshot(self) -> None:
         try:
@@ -121,6 +127,8 @@ class Gateway:
             return
         for name, entry in (snap.servers if snap else {}).items():
             self._lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
+            if self.pins is not None:  # a snapshot written elsewhere (refresh) may hold a changed tool
+                self.pins.observe(name, build_tools(name, entry.tools))
         self._version += 1
 
     def current_registry(self) -> registry.Registry:
@@ -139,8 +147,18 @@ class Gateway:
                 log.error("keeping the last good registry: %s", exc)
                 return self.registry
             self._version += 1
-            self.pool.sync(self.registry.enabled_servers())
+            self._sync()
+        elif self.pins is not None and self.pins.stamp() != self._pins_stamp:  # e.g. `coffer approve`
+            self._version += 1
+            self._sync()
         return self.registry
+
+    def _sync(self) -> None:
+        """Run the enabled servers whose launch config is approved (coffer.pinning); stop the others."""
+        servers = self.registry.enabled_servers()
+        if self.pins is not None:
+            servers, self._pins_stamp = self.pins.startable(self.registry), self.pins.stamp()
+        self.pool.sync(servers)
 
     def refusal(self, server: str, tool: str | None = None, exposed: str | None = None) -> str | None:
         """Why `server` (or one of its tools) may not be listed or called now; None when it may.
@@ -155,7 +173,7 @@ class Gateway:
         if tool is not None and (tool in cfg.disabled_tools or (exposed or "") in cfg.disabled_tools):
             name = exposed or tool
             return f"tool '{name}' is disabled (`coffer enable {name}`)"
-        return None
+        return None if self.pins is None else self.pins.refusal(cfg, tool, exposed)  # unapproved or held
 
     # ------------------------------------------------------------------ merged view
 
@@ -218,6 +236,8 @@ class Gateway:
         changed = frozenset(k for k in kinds if lists.get(k) != getattr(up.listing, k))
         for kind in kinds:
             lists[kind] = list(getattr(up.listing, kind))
+        if "tools" in kinds and self.pins is not None:
+            self.pins.observe(up.name, build_tools(up.name, lists["tools"]))  # holds rug-pulled tools
         first = up.name not in self._live
         self._live.add(up.name)
         if changed:
@@ -233,7 +253,7 @@ class Gateway:
             except (CofferError, OSError) as exc:
                 log.warning("could not write the catalogue snapshot for %s: %s", up.name, exc)
         await self._announce(changed)
-        if "resources" in changed:
+        if "resources" in changed or first:  # the index may predate this vault's snapshot
             await self._index_resources(up)
 
     async def _announce(self, changed: frozenset[str]) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -51,13 +52,14 @@ if TYPE_CHECKING:
     import sqlite_utils
 
     from coffer.catalogue import CatalogueTool
-    from coffer.registry import ServerConfig
+    from coffer.registry import Registry, ServerConfig
 
 __all__ = [
     "CODE_ENV", "NEW_TOOLS", "Pins", "ToolPin", "approve_server_config", "canonical", "config_definition",
     "config_hash", "digest", "new_tools_setting", "pretty", "tool_definition", "tool_hash", "unified",
 ]  # fmt: skip
 
+log = logging.getLogger("coffer.pinning")
 MIGRATIONS = Migrations("coffer.trust")
 APPROVED, HELD, NEW = "approved", "held", "new"
 
@@ -195,6 +197,32 @@ class Pins:
             )
             self._event(cfg.name, None, "config_added" if fresh else "config_approved", row and row[0], new_hash)
         return True
+
+    def startable(self, reg: Registry) -> list[ServerConfig]:
+        """The gateway's view of a (re-)read registry: apply `new_tools`, keep approved enabled servers."""
+        try:
+            self.new_tools = new_tools_setting(reg.settings)
+        except RegistryError as exc:
+            log.error("%s; holding new tools", exc)
+            self.new_tools = "hold"
+        return [cfg for cfg in reg.enabled_servers() if self.check_server(cfg)]
+
+    def refusal(self, cfg: ServerConfig, tool: str | None = None, exposed: str | None = None) -> str | None:
+        """Why trust forbids listing or calling this server (or tool) now; None when it allows it."""
+        state = self.server_state(cfg)
+        if state != "approved":
+            how = "was never approved" if state == "new" else "changed since it was approved"
+            return (
+                f"server '{cfg.name}' is not started: its launch config {how} "
+                f"(review with `coffer diff {cfg.name}`, then `coffer approve {cfg.name}`)"
+            )
+        if tool is not None and self.is_held(cfg.name, tool):
+            name = exposed or f"{cfg.name}__{tool}"
+            return (
+                f"tool '{name}' is held: its definition is new or changed since it was approved "
+                f"(review with `coffer diff {cfg.name}`, then `coffer approve {name}`)"
+            )
+        return None
 
     def config_change(self, cfg: ServerConfig) -> tuple[dict[str, Any] | None, dict[str, Any]]:
         """(approved launch definition or None, current one) for `coffer diff`."""

@@ -59,8 +59,11 @@ async def _stdin() -> AsyncIterator[_StdinLines | None]:
 
 
 def _setup_logging() -> None:
+    from coffer.redact import RedactingFilter
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("coffer: %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())  # resolved secret/env values never reach the log
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)
