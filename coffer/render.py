@@ -6,9 +6,10 @@ errors go to stderr so they never corrupt piped data.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 JSON_VERSION = 1
@@ -72,6 +73,24 @@ def text(message: str) -> None:
 
 def error(message: str) -> None:
     sys.stderr.write(f"coffer: error: {_clean(message)}\n")
+
+
+@contextlib.contextmanager
+def progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
+    """A transient progress bar on stderr while slow work runs (drawn only on a terminal); yields `advance(text)`."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = _console(stderr=True)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(
+        *columns, TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal
+    ) as bar:
+        task = bar.add_task(_clean(label), total=total)
+
+        def advance(text_value: str) -> None:
+            bar.update(task, advance=1, description=_clean(f"{label}: {text_value}"))
+
+        yield advance
 
 
 def first_line(text_value: str, width: int = 80) -> str:

@@ -15,6 +15,7 @@ from coffer.cli import search  # noqa: F401  isort: skip
 from coffer.cli import log  # noqa: F401  isort: skip
 from coffer.cli import trust  # noqa: F401  isort: skip
 from coffer.cli import clients  # noqa: F401  isort: skip
+from coffer.cli import doctor  # noqa: F401  isort: skip
 from coffer.cli import serve  # noqa: F401  isort: skip
 
 

@@ -1,0 +1,288 @@
+"""`coffer doctor` and `coffer refresh`: start upstreams once, see what they serve, then report or record it.
+
+Both go through `coffer.pool` (the one way Coffer starts upstreams: bounded concurrency, drained stderr,
+process-group stop), and neither starts a server whose launch config the user has not approved, the
+same rule `coffer serve` follows. `doctor` writes nothing; `refresh` rewrites the catalogue snapshot
+of each server that listed, and leaves the last good entry of one that failed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import anyio
+
+from coffer import catalogue, registry
+from coffer.registry import SEP, ServerConfig
+
+STDERR_LINES = 12
+TOP_N = 5
+Progress = Callable[[str, bool, str], None]  # (server, ok, one-line summary) as each server finishes
+
+
+@dataclass
+class Probe:
+    """One start of one upstream: did it list, how long it took, and why not."""
+
+    name: str
+    ok: bool
+    init_seconds: float | None = None
+    listing: dict[str, list[dict[str, Any]]] | None = None
+    error: str | None = None
+    error_class: str | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+    garbage_lines: int = 0
+    server_info: dict[str, Any] | None = None
+    protocol_version: str | None = None
+
+    @property
+    def tool_count(self) -> int | None:
+        return None if self.listing is None else len(self.listing.get("tools") or [])
+
+
+def _probe_of(up: Any) -> Probe:
+    from coffer.upstream import State
+
+    status = up.status()
+    tail = [line for line in str(status.get("stderr_tail") or "").splitlines() if line.strip()][-STDERR_LINES:]
+    ok = up.state is State.READY and up.listing is not None
+    error = status.get("last_error")
+    if not ok and error is None:
+        error = f"still starting after {up.cfg.timeout:g}s"
+    return Probe(
+        name=up.name,
+        ok=ok,
+        init_seconds=round(status["init_seconds"], 3) if ok and status.get("init_seconds") is not None else None,
+        listing=up.listing.as_dict() if ok else None,
+        error=None if ok else error,
+        error_class=None if ok else (status.get("error_class") or "start_timeout"),
+        stderr_tail=[] if ok else tail,
+        garbage_lines=int(status.get("garbage_lines") or 0),
+        server_info=status.get("server_info"),
+        protocol_version=status.get("protocol_version"),
+    )
+
+
+async def _probe_all(configs: list[ServerConfig], limit: int, on_done: Callable[[Probe], None] | None) -> list[Probe]:
+    from coffer.pool import SLOT_HOLD_S, Pool
+    from coffer.upstream import START_SLACK_S
+
+    done: dict[str, Probe] = {}
+    waves = math.ceil(len(configs) / max(1, limit))  # a queued start waits at most this many slot holds
+
+    async def wait(up: Any) -> None:
+        await up.wait_settled(up.cfg.timeout + START_SLACK_S + waves * SLOT_HOLD_S)
+        probe = done[up.name] = _probe_of(up)
+        if on_done is not None:
+            on_done(probe)
+
+    async with Pool(limit=limit) as pool:
+        pool.sync(configs)
+        async with anyio.create_task_group() as tg:
+            for up in list(pool.upstreams.values()):
+                tg.start_soon(wait, up)
+    return [done[cfg.name] for cfg in configs]
+
+
+def probe_servers(
+    configs: Iterable[ServerConfig], limit: int | None = None, on_done: Callable[[Probe], None] | None = None
+) -> list[Probe]:
+    """Start every config at once (at most `limit` starting at a time), list, stop; one Probe each, in order."""
+    from coffer.pool import START_SLOTS
+
+    configs = list(configs)
+    if not configs:
+        return []
+    return anyio.run(_probe_all, configs, limit or START_SLOTS, on_done)
+
+
+def approval_states(configs: Iterable[ServerConfig]) -> dict[str, str]:
+    """approved, new or changed per server (see `coffer.pinning`); read-only."""
+    from coffer.pinning import Pins
+
+    configs = list(configs)
+    if not configs:
+        return {}
+    with Pins.open() as pins:
+        return {cfg.name: pins.server_state(cfg) for cfg in configs}
+
+
+NOT_APPROVED = "launch config not approved: check it with `coffer diff {0}`, then `coffer approve {0}`"
+
+
+# ---------------------------------------------------------------- refresh
+
+
+@dataclass
+class Refreshed:
+    name: str
+    status: str  # "ok", "failed" or "unapproved"
+    tools: int | None = None
+    init_seconds: float | None = None
+    error: str | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+
+
+def summary(probe: Probe) -> str:
+    if probe.ok:
+        return f"{probe.tool_count} tools in {probe.init_seconds or 0:.2f}s"
+    return probe.error or "failed"
+
+
+def targets(names: list[str] | None = None) -> list[ServerConfig]:
+    """The named servers (even disabled ones: the user asked), else every enabled one. NotFoundError if unknown."""
+    reg = registry.load()
+    return [reg.get(n) for n in dict.fromkeys(names)] if names else reg.enabled_servers()
+
+
+def refresh(configs: list[ServerConfig], limit: int | None = None, on_done: Progress | None = None) -> list[Refreshed]:
+    """Start these servers once and record each listing in the catalogue snapshot as it arrives."""
+    states = approval_states(configs)
+    results: dict[str, Refreshed] = {}
+    for cfg in configs:
+        if states[cfg.name] != "approved":
+            results[cfg.name] = Refreshed(cfg.name, "unapproved", error=NOT_APPROVED.format(cfg.name))
+            if on_done is not None:
+                on_done(cfg.name, False, "not approved")
+
+    def recorded(probe: Probe) -> None:
+        if probe.ok and probe.listing is not None:
+            catalogue.save_server(probe.name, **probe.listing)
+            item = Refreshed(probe.name, "ok", probe.tool_count, probe.init_seconds)
+        else:
+            item = Refreshed(probe.name, "failed", error=probe.error, stderr_tail=probe.stderr_tail)
+        results[probe.name] = item
+        if on_done is not None:
+            on_done(probe.name, probe.ok, summary(probe))
+
+    probe_servers([c for c in configs if c.name not in results], limit, recorded)
+    return [results[cfg.name] for cfg in configs]
+
+
+# ---------------------------------------------------------------- doctor
+
+
+@dataclass
+class ServerDiagnosis:
+    name: str
+    status: str  # "ok", "failed", "disabled" or "unapproved"
+    transport: str
+    init_seconds: float | None = None
+    tools: int | None = None
+    advertised: int = 0
+    tokens: int = 0
+    tokens_from: str | None = None  # "live", "snapshot" or None when nothing is known
+    name_problems: list[str] = field(default_factory=list)
+    error: str | None = None
+    error_class: str | None = None
+    stderr_tail: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Diagnosis:
+    servers: list[ServerDiagnosis]
+    shared_names: dict[str, list[str]]
+    builtin_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.builtin_tokens + sum(s.tokens for s in self.servers)
+
+    @property
+    def failed(self) -> list[str]:
+        return [s.name for s in self.servers if s.status in ("failed", "unapproved")]
+
+    def costliest(self, n: int = TOP_N) -> list[ServerDiagnosis]:
+        return sorted((s for s in self.servers if s.tokens), key=lambda s: (-s.tokens, s.name))[:n]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "servers": [asdict(s) for s in self.servers],
+            "tokens": {
+                "total": self.total_tokens,
+                "builtins": self.builtin_tokens,
+                "costliest": [{"name": s.name, "tokens": s.tokens} for s in self.costliest()],
+            },
+            "shared_tool_names": self.shared_names,
+            "failed": self.failed,
+        }
+
+
+def name_problems(server: str, tools: list[dict[str, Any]]) -> list[str]:
+    """Tools that could not keep `<server>__<tool>` as their exposed name, and names served twice."""
+    problems: list[str] = []
+    counts: dict[str, int] = {}
+    for raw in tools:
+        counts[str(raw.get("name"))] = counts.get(str(raw.get("name")), 0) + 1
+    for tool in catalogue.build_tools(server, tools):
+        plain = f"{server}{SEP}{tool.tool}"
+        if tool.name != plain:
+            why = "invalid characters" if not catalogue.VALID_NAME.match(plain) else "too long"
+            problems.append(f"'{render_name(tool.tool)}' is exposed as '{tool.name}' ({why})")
+    problems += [f"'{render_name(n)}' is served {c} times" for n, c in sorted(counts.items()) if c > 1]
+    return problems
+
+
+def render_name(name: str, width: int = 40) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _builtin_tokens() -> int:
+    """The `coffer__*` built-ins are advertised beside the upstream tools, so they count too."""
+    from coffer.builtins import tool_definitions
+
+    keys = ("name", "description", "inputSchema")
+    return sum(len(json.dumps({k: d.get(k) for k in keys})) // 4 for d in tool_definitions())
+
+
+def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagnosis:
+    """Start every enabled, approved server once and report on it; writes nothing."""
+    reg = registry.load()
+    try:
+        snapshot = catalogue.load_snapshot()
+    except registry.RegistryError:
+        snapshot = None
+    enabled = reg.enabled_servers()
+    states = approval_states(enabled)
+    runnable = [c for c in enabled if states[c.name] == "approved"]
+    for cfg in enabled:
+        if states[cfg.name] != "approved" and on_done is not None:
+            on_done(cfg.name, False, "not approved")
+    report = (lambda p: on_done(p.name, p.ok, summary(p))) if on_done is not None else None
+    probes = {p.name: p for p in probe_servers(runnable, limit, report)}
+    servers: list[ServerDiagnosis] = []
+    served_by: dict[str, list[str]] = {}
+    for cfg in reg.servers.values():
+        diag = ServerDiagnosis(cfg.name, "disabled", cfg.transport)
+        probe = probes.get(cfg.name)
+        if cfg.enabled and probe is None:
+            diag.status, diag.error = "unapproved", NOT_APPROVED.format(cfg.name)
+        elif probe is not None:
+            diag.status = "ok" if probe.ok else "failed"
+            diag.init_seconds, diag.tools = probe.init_seconds, probe.tool_count
+            diag.error, diag.error_class, diag.stderr_tail = probe.error, probe.error_class, probe.stderr_tail
+            if probe.garbage_lines:
+                diag.notes.append(f"{probe.garbage_lines} non-JSON line(s) on stdout (ignored)")
+        tools = probe.listing["tools"] if probe is not None and probe.listing else None
+        diag.tokens_from = "live" if tools is not None else None
+        if tools is None and snapshot is not None and cfg.name in snapshot.servers:
+            tools, diag.tokens_from = snapshot.servers[cfg.name].tools, "snapshot"
+        if tools is not None:
+            diag.name_problems = name_problems(cfg.name, tools)
+            if diag.status == "ok" and not tools:
+                diag.notes.append("serves no tools")
+            for raw in {str(t.get("name")) for t in tools}:
+                served_by.setdefault(raw, []).append(cfg.name)
+            if cfg.enabled:
+                disabled = set(cfg.disabled_tools)
+                visible = [t for t in catalogue.build_tools(cfg.name, tools) if not {t.tool, t.name} & disabled]
+                diag.advertised = len(visible)
+                diag.tokens = sum(catalogue.schema_tokens(t) for t in visible)
+        servers.append(diag)
+    shared = {name: sorted(owners) for name, owners in sorted(served_by.items()) if len(owners) > 1}
+    return Diagnosis(servers, shared, _builtin_tokens())

@@ -1,0 +1,148 @@
+"""`coffer doctor` and `coffer refresh` through the real CLI, starting real fixture upstreams over stdio."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import tomlkit
+from typer.testing import CliRunner
+
+from coffer import catalogue, registry
+from tests.conftest import run_cli
+from tests.fixtures.gateway_harness import add_fixture
+
+FAULTY = Path(__file__).parent / "fixtures" / "faulty_server.py"
+CANARY = "canary-secret-value-81f3"
+
+
+def add_faulty(home: Path, name: str, mode: str, env: dict[str, str] | None = None) -> None:
+    cfg = registry.ServerConfig(
+        name=name, command=sys.executable, args=[str(FAULTY), "--mode", mode], timeout=10.0, env=env or {}
+    )
+    registry.add_server(cfg, path=home / "coffer.toml")
+
+
+def hand_edit(home: Path, server: str, key: str, value: object) -> None:
+    """Change the registry the way an editor (or an agent) would: not through `coffer`, so not approved."""
+    path = home / "coffer.toml"
+    doc = tomlkit.parse(path.read_text())
+    doc["servers"][server][key] = value
+    path.write_text(tomlkit.dumps(doc))
+
+
+def test_doctor_reports_every_server(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:
+    events = tmp_path / "events.log"
+    add_fixture(coffer_home, "good")
+    add_fixture(coffer_home, "broken", "crash_start")
+    add_faulty(coffer_home, "long", "long_name")
+    add_faulty(coffer_home, "leaky", "env_stderr", env={"API_TOKEN": CANARY})
+    registry.add_server(registry.ServerConfig(name="missing", command="no-such-program-7f2e"))
+    add_fixture(coffer_home, "off", enabled=False)
+    add_fixture(coffer_home, "edited", events=events)
+    hand_edit(coffer_home, "edited", "args", [*registry.load().get("edited").args, "--mode", "normal"])
+    before = (coffer_home / "coffer.toml").read_bytes()
+
+    result = run_cli(cli, "doctor", "--json", code=1)
+    assert CANARY not in result.stdout + result.stderr  # a server's stderr tail never leaks its secrets
+    report = json.loads(result.stdout)
+    by = {s["name"]: s for s in report["servers"]}
+    assert [s["name"] for s in report["servers"]] == ["good", "broken", "long", "leaky", "missing", "off", "edited"]
+    assert {n: s["status"] for n, s in by.items()} == {
+        "good": "ok",
+        "broken": "failed",
+        "long": "ok",
+        "leaky": "failed",
+        "missing": "failed",
+        "off": "disabled",
+        "edited": "unapproved",
+    }
+    assert sorted(report["failed"]) == ["broken", "edited", "leaky", "missing"]
+
+    good = by["good"]
+    assert good["tools"] == good["advertised"] == 10 and good["init_seconds"] > 0 and good["tokens_from"] == "live"
+    assert good["name_problems"] == [] and good["error"] is None
+
+    assert by["broken"]["error_class"] == "exited"
+    assert "fatal: the fixture refuses to start" in by["broken"]["stderr_tail"]
+    assert by["leaky"]["stderr_tail"] and any("API_TOKEN=****" in line for line in by["leaky"]["stderr_tail"])
+    assert by["missing"]["error"] == "command not found: no-such-program-7f2e"
+    assert "coffer approve edited" in by["edited"]["error"]
+    assert not events.exists()  # an unapproved launch config is never started
+
+    (problem,) = by["long"]["name_problems"]
+    assert "is exposed as 'long__" in problem and "(too long)" in problem
+    assert report["shared_tool_names"]["echo"] == ["good", "long"]
+
+    tokens = report["tokens"]
+    assert tokens["total"] == tokens["builtins"] + sum(s["tokens"] for s in report["servers"]) > tokens["builtins"] > 0
+    assert [c["name"] for c in tokens["costliest"]] == ["good", "long"]
+    assert tokens["costliest"][0]["tokens"] == good["tokens"] > by["long"]["tokens"] > 0
+
+    # doctor reads: no snapshot written, registry untouched
+    assert not (coffer_home / "catalogue.json").exists()
+    assert (coffer_home / "coffer.toml").read_bytes() == before
+
+    # the live token count matches what the catalogue computes from a refreshed snapshot
+    run_cli(cli, "refresh", "good")
+    snap = catalogue.load_snapshot()
+    assert sum(catalogue.schema_tokens(t) for t in catalogue.server_tools(snap, "good")) == good["tokens"]
+
+
+def test_doctor_human_output(cli: CliRunner, coffer_home: Path) -> None:
+    registry.add_server(registry.ServerConfig(name="missing", command="no-such-program-7f2e"))
+    catalogue.save_server("missing", tools=[{"name": "t", "description": "d" * 400, "inputSchema": {"type": "object"}}])
+    result = run_cli(cli, "doctor", code=1)
+    assert "missing" in result.stdout and "failed" in result.stdout and "(snapshot)" in result.stdout
+    err = result.stderr.replace("\n", " ")
+    assert "missing: command not found: no-such-program-7f2e" in err
+    assert "advertised schemas: ~" in err and "costliest: missing" in err
+
+
+def test_doctor_empty_vault(cli: CliRunner, coffer_home: Path) -> None:
+    result = run_cli(cli, "doctor")
+    assert "no servers yet" in result.stderr
+    assert json.loads(run_cli(cli, "doctor", "--json").stdout)["servers"] == []
+
+
+def test_refresh_rewrites_the_snapshot(cli: CliRunner, coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    add_fixture(coffer_home, "beta", "crash_start")
+    add_fixture(coffer_home, "gamma", enabled=False)
+    old = [{"name": "kept", "description": "from an earlier listing", "inputSchema": {"type": "object"}}]
+    catalogue.save_server("beta", tools=old)
+    catalogue.save_server("alpha", tools=old)
+
+    result = run_cli(cli, "refresh", "--jobs", "1", "--json", code=1)
+    rows = {r["name"]: r for r in json.loads(result.stdout)["servers"]}
+    assert set(rows) == {"alpha", "beta"}  # enabled servers only
+    assert rows["alpha"]["status"] == "ok" and rows["alpha"]["tools"] == 10
+    assert rows["beta"]["status"] == "failed" and "fatal: the fixture refuses to start" in rows["beta"]["stderr_tail"]
+
+    snap = catalogue.load_snapshot()
+    assert snap is not None
+    assert {t["name"] for t in snap.servers["alpha"].tools} >= {"echo", "add", "grow"}
+    assert [t["name"] for t in snap.servers["alpha"].prompts] == ["greet"]
+    assert snap.servers["beta"].tools == old  # a failed start keeps the last good listing
+    assert "gamma" not in snap.servers
+
+    human = run_cli(cli, "refresh", "gamma")  # named: refreshed even though disabled
+    assert "refreshed 1 of 1 server(s)" in human.stderr.replace("\n", "")
+    listed = {s["name"]: s for s in json.loads(run_cli(cli, "list", "--json").stdout)["servers"]}
+    assert listed["gamma"]["tools"] == {"enabled": 10, "total": 10}
+    assert listed["alpha"]["tools"]["total"] == 10
+
+
+def test_refresh_errors(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:
+    assert "no enabled servers" in run_cli(cli, "refresh").stderr
+    result = run_cli(cli, "refresh", "ghost", code=3)
+    assert result.stderr.strip() == "coffer: error: unknown server 'ghost' (see `coffer list`)"
+    events = tmp_path / "events.log"
+    add_fixture(coffer_home, "edited", events=events)
+    hand_edit(coffer_home, "edited", "args", [*registry.load().get("edited").args, "--mode", "normal"])
+    out = json.loads(run_cli(cli, "refresh", "edited", "--json", code=1).stdout)["servers"]
+    assert out[0]["status"] == "unapproved" and not events.exists()
+    run_cli(cli, "approve", "edited")
+    assert json.loads(run_cli(cli, "refresh", "--json").stdout)["servers"][0]["status"] == "ok"
+    assert events.exists()
