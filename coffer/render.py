@@ -75,6 +75,11 @@ def error(message: str) -> None:
     sys.stderr.write(f"coffer: error: {_clean(message)}\n")
 
 
+def warn(message: str) -> None:
+    """One unwrapped warning line on stderr (a command that succeeded with a caveat)."""
+    sys.stderr.write(f"coffer: warning: {_clean(message)}\n")
+
+
 @contextlib.contextmanager
 def progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
     """A transient progress bar on stderr while slow work runs (drawn only on a terminal); yields `advance(text)`."""

@@ -35,6 +35,7 @@ def add(
     header: Annotated[list[str] | None, typer.Option("--header", "-H", help="KEY=VALUE for --url.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to start and per call.")] = DEFAULT_TIMEOUT,
     disabled: Annotated[bool, typer.Option("--disabled", help="Register it disabled.")] = False,
+    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
 ) -> None:
     """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
     if url and command:
@@ -56,6 +57,22 @@ def add(
     )
     registry.add_server(cfg)
     render.say(f"added '{name}': {cfg.launch_line()}")
+    if not (no_probe or disabled):
+        _probe(cfg)
+
+
+def _probe(cfg: registry.ServerConfig) -> None:
+    """List the new server's tools into the catalogue; a failure keeps the registration and warns."""
+    from coffer.errors import CofferError
+    from coffer.pool import probe_and_save
+
+    try:
+        counts = probe_and_save(cfg)
+    except CofferError as exc:
+        render.warn(f"registered, but could not list its tools yet: {exc}")
+        return
+    summary = ", ".join(f"{counts[kind]} {kind}" for kind in ("tools", "prompts", "resources"))
+    render.say(f"'{cfg.name}' serves {summary}")
 
 
 @app.command()

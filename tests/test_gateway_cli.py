@@ -1,0 +1,42 @@
+"""`coffer add` probes the new server into the catalogue; `coffer serve` rejects bad flags."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from coffer import catalogue, registry
+from tests.conftest import run_cli
+from tests.fixtures.gateway_harness import FIXTURE
+
+
+def test_add_probes_and_catalogues_the_tools(cli: CliRunner, coffer_home: Path) -> None:
+    result = run_cli(cli, "add", "alpha", "--", sys.executable, str(FIXTURE), "--name", "alpha")
+    assert "'alpha' serves 10 tools, 1 prompts, 1 resources" in result.stderr  # type: ignore[attr-defined]
+    snap = catalogue.load_snapshot()
+    assert snap is not None and "echo" in [t["name"] for t in snap.servers["alpha"].tools]
+    listed = run_cli(cli, "list", "--json").stdout  # type: ignore[attr-defined]
+    assert '"enabled": 10' in listed.replace(" ", "").replace('"enabled":10', '"enabled": 10')
+
+
+def test_add_no_probe_starts_nothing(cli: CliRunner, coffer_home: Path) -> None:
+    run_cli(cli, "add", "alpha", "--no-probe", "--", sys.executable, str(FIXTURE))
+    snap = catalogue.load_snapshot()
+    assert snap is None or "alpha" not in snap.servers
+    assert "alpha" in registry.load().servers
+
+
+def test_a_failed_probe_keeps_the_registration_and_warns(cli: CliRunner, coffer_home: Path) -> None:
+    args = ["add", "dead", "--timeout", "5", "--", sys.executable, str(FIXTURE), "--mode", "crash_start"]
+    result = run_cli(cli, *args)
+    warning = [line for line in result.stderr.splitlines() if line.startswith("coffer: warning:")]  # type: ignore[attr-defined]
+    assert len(warning) == 1
+    assert "exited with code 3" in warning[0] and "fatal: the fixture refuses to start" in warning[0]
+    assert "dead" in registry.load().servers
+
+
+def test_serve_rejects_a_bad_port(cli: CliRunner) -> None:
+    result = run_cli(cli, "serve", "--http", "70000", code=2)
+    assert "invalid port 70000" in result.stderr  # type: ignore[attr-defined]
