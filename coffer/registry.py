@@ -27,6 +27,7 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 REF_RE = re.compile(r"\$\{([^}]*)\}")
 SEP = "__"
+RESERVED_NAMES = frozenset({"coffer"})
 DEFAULT_TIMEOUT_S = 60.0
 HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
@@ -110,6 +111,8 @@ def validate_name(name: str) -> str:
         raise UsageError(
             f"invalid server name '{name}': use 1-20 lowercase letters, digits or '-', starting with a letter or digit"
         )
+    if name in RESERVED_NAMES:
+        raise UsageError(f"server name '{name}' is reserved for Coffer's own tools (coffer__search_tools, ...)")
     return name
 
 
@@ -164,7 +167,7 @@ def _build(doc: TOMLDocument, text: str, path: Path) -> Registry:
     reg = Registry(path=path, settings=settings)
     for name, raw in servers_raw.items():
         where = f"{path}:{_line_of(text, name)}"
-        if not NAME_RE.match(name):
+        if not NAME_RE.match(name) or name in RESERVED_NAMES:
             raise RegistryError(f"{where}: invalid server name '{name}'")
         if not isinstance(raw, dict):
             raise RegistryError(f"{where}: servers.{name} must be a table")

@@ -67,6 +67,7 @@ def test_url_server(cli: CliRunner, coffer_home: Path) -> None:
     [
         (["add", "Bad_Name", "--", "echo"], 2, "invalid server name"),
         (["add", "x" * 21, "--", "echo"], 2, "invalid server name"),
+        (["add", "coffer", "--", "echo"], 2, "reserved"),
         (["add", "ok"], 2, "needs a command"),
         (["add", "ok", "--url", "ftp://x"], 2, "invalid url"),
         (["add", "ok", "--url", "http://x", "--", "echo"], 2, "not both"),
