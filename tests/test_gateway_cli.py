@@ -40,3 +40,16 @@ def test_a_failed_probe_keeps_the_registration_and_warns(cli: CliRunner, coffer_
 def test_serve_rejects_a_bad_port(cli: CliRunner) -> None:
     result = run_cli(cli, "serve", "--http", "70000", code=2)
     assert "invalid port 70000" in result.stderr  # type: ignore[attr-defined]
+
+
+def test_demo_runs_the_whole_loop_in_a_throwaway_vault(cli: CliRunner, coffer_home: Path) -> None:
+    import json
+
+    report = json.loads(run_cli(cli, "demo", "--json").stdout)["demo"]  # type: ignore[attr-defined]
+    names = [t["name"] for t in report["tools"]]
+    assert names[:2] == ["coffer__search_tools", "coffer__ask"]
+    assert {"demo__add_note", "demo__list_notes", "demo__echo", "demo__add", "demo__current_time"} <= set(names)
+    assert report["search"]["results"][0]["name"] == "demo__current_time"
+    assert report["call"]["tool"] == "demo__current_time" and not report["call"]["is_error"]
+    assert report["call"]["result"].endswith("+00:00")
+    assert not coffer_home.exists() or not any(coffer_home.iterdir())  # the user's vault was never touched
