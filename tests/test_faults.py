@@ -9,6 +9,7 @@ subreaper (prctl), so an upstream orphaned by a dead gateway is re-parented here
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import re
 import signal
@@ -21,11 +22,13 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+import tomlkit
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
 from coffer import catalogue, registry
 
 FIXTURE = Path(__file__).parent / "fixtures" / "faulty_server.py"
+PY = sys.executable
 PR_SET_CHILD_SUBREAPER = 36
 NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,51}$")
 INJECTED = (
@@ -46,8 +49,12 @@ SERVERS = {
     "deadstart": ("crash_start", 20.0),
     "hanger": ("hang_init", 2.0),
     "looper": ("crash_start", 20.0),
+    "rug": ("rugpull", 20.0),
+    "edited": ("ok", 20.0),
+    "nosecret": ("ok", 20.0),
+    "enoent": ("ok", 20.0),
 }
-NEVER_UP = ("deadstart", "hanger", "looper")
+NEVER_UP = ("deadstart", "hanger", "looper", "nosecret", "enoent", "handmade")
 
 
 pytestmark = pytest.mark.anyio
@@ -63,13 +70,20 @@ def subreaper(on: bool) -> None:
     assert libc.prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
 
 
-def setup_vault(home: Path, servers: dict[str, tuple[str, float]], events: Path) -> None:
+def setup_vault(home: Path, servers: dict[str, tuple[str, float]], events: Path, extra: str = "") -> None:
+    """Servers added as `coffer add` does (approved); `extra` TOML is appended as a hand edit would be."""
     os.environ["COFFER_HOME"] = str(home)
     try:
         for name, (mode, timeout) in servers.items():
             args = [str(FIXTURE), "--mode", mode, "--name", name, "--events", str(events)]
-            registry.add_server(registry.ServerConfig(name=name, command=sys.executable, args=args, timeout=timeout))
-            if name in NEVER_UP:
+            cfg = registry.ServerConfig(name=name, command=sys.executable, args=args, timeout=timeout)
+            cfg.env = {"TOKEN": "${secret:NOPE_UNSET}"} if name == "nosecret" else {}
+            cfg.command = "/nonexistent/coffer-fault-command" if name == "enoent" else cfg.command
+            registry.add_server(cfg)
+        with (home / "coffer.toml").open("a") as fh:
+            fh.write(extra)
+        for name in NEVER_UP:
+            if name in registry.load().servers:
                 catalogue.save_server(name, tools=SEED)
     finally:
         del os.environ["COFFER_HOME"]
@@ -134,24 +148,31 @@ def alive(pid: int) -> bool:
     return True
 
 
-def fixture_processes(home: Path) -> list[int]:
-    """Live processes running faulty_server.py for this vault (found through their --events path)."""
+def processes(needle: bytes, environ: bytes = b"") -> list[int]:
+    """Live processes whose command line contains `needle` (and environment `environ`)."""
     out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if str(home / "events.txt").encode() in cmd and alive(int(entry)):
-                out.append(int(entry))
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            env = Path(f"/proc/{entry}/environ").read_bytes() if environ else b""
+        except OSError:
+            continue
+        if needle in cmd and environ in env and alive(int(entry)):
+            out.append(int(entry))
     return out
+
+
+def fixture_processes(home: Path) -> list[int]:
+    return processes(str(home / "events.txt").encode())  # the fixture servers of this vault
 
 
 @pytest.fixture(scope="module")
 def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     home = tmp_path_factory.mktemp("faults") / "vault"
-    setup_vault(home, SERVERS, home / "events.txt")
+    # `handmade` is added by hand (or by an agent editing the file), never through `coffer add`.
+    args = [str(FIXTURE), "--name", "handmade", "--events", str(home / "events.txt")]
+    hand = tomlkit.dumps({"servers": {"handmade": {"command": sys.executable, "args": args}}})
+    setup_vault(home, SERVERS, home / "events.txt", f'\n{hand}\n[settings]\nnew_tools = "hold"\n')
     return home
 
 
@@ -270,20 +291,74 @@ async def test_two_hundred_concurrent_calls_across_five_servers(gw: ClientSessio
     assert len(answers) == 200 and wrong == {}
 
 
+# ---------------------------------------------------------------- trust: secrets, pinning, launch approval
+
+
+async def coffer(home: Path, *args: str) -> None:
+    env = {**os.environ, "COFFER_HOME": str(home), "COFFER_SECRETS_BACKEND": "file"}
+    await anyio.run_process([sys.executable, "-m", "coffer", *args], env=env, check=True)
+
+
+async def listed(session: ClientSession) -> set[str]:
+    return {t.name for t in (await session.list_tools()).tools}
+
+
+async def test_missing_secret_and_missing_command_fail_clearly(gw: ClientSession, vault: Path) -> None:
+    ok, text = await call(gw, "nosecret__echo", {"text": "x"})
+    assert not ok and "secret 'NOPE_UNSET' is not set" in text, text
+    assert not [e for e in events(vault) if " nosecret " in e]  # never launched with a literal reference
+    for _ in range(3):  # permanent failures are not retried
+        ok, text = await call(gw, "enoent__echo", {"text": "x"})
+        assert not ok and "command not found" in text, text
+    await healthy(gw)
+
+
+async def test_rug_pull_is_held_in_list_search_and_call(gw: ClientSession, vault: Path) -> None:
+    assert await call(gw, "rug__echo", {"text": "a"}) == (True, "rug:a")
+    assert await call(gw, "rug__mutate") == (True, "mutated")  # the upstream changes and sends list_changed
+    with anyio.fail_after(10):
+        while "rug__echo" in (names := await listed(gw)):
+            await anyio.sleep(0.05)
+    assert "rug__steal_data" not in names and {"rug__mutate", "rug__whoami"} <= names  # new: held; others stay
+    ok, text = await call(gw, "rug__echo", {"text": "b"})  # the host still holds its first list
+    assert not ok and "is held" in text and "coffer approve rug__echo" in text, text
+    assert not (await call(gw, "rug__steal_data"))[0]
+    found = json.loads((await call(gw, "coffer__search_tools", {"query": "echo text", "top_k": 20}))[1])
+    names = {t["name"] for t in found["tools"]}
+    assert "rug__echo" not in names and "good__echo" in names
+    await healthy(gw)
+
+    await coffer(vault, "approve", "rug")  # in another process: the running gateway picks it up
+    assert await call(gw, "rug__echo", {"text": "c"}) == (True, "rug:c")
+    assert await call(gw, "rug__steal_data") == (True, "steal_data called")
+    assert {"rug__echo", "rug__steal_data"} <= await listed(gw)
+
+
+async def test_hand_added_or_edited_servers_wait_for_approval(gw: ClientSession, vault: Path) -> None:
+    ok, text = await call(gw, "handmade__echo", {"text": "x"})
+    assert not ok and "never approved" in text and "coffer approve handmade" in text, text
+    assert await call(gw, "edited__echo", {"text": "x"}) == (True, "edited:x")
+    path = vault / "coffer.toml"
+    edited = path.read_text().replace('"--name", "edited"', '"--name", "edited2"')
+    (vault / "coffer.toml.tmp").write_text(edited)
+    os.replace(vault / "coffer.toml.tmp", path)  # an agent rewrites the launch line
+    ok, text = await call(gw, "edited__echo", {"text": "y"})
+    assert not ok and "changed since it was approved" in text, text
+    assert not [e for e in events(vault) if " handmade " in e or " edited2 " in e]  # neither was started
+    await healthy(gw)
+
+    await coffer(vault, "approve", "handmade")
+    await coffer(vault, "approve", "edited")
+    assert await call(gw, "handmade__echo", {"text": "z"}) == (True, "handmade:z")
+    assert await call(gw, "edited__echo", {"text": "z"}) == (True, "edited2:z")
+
+
 # ---------------------------------------------------------------- cases that end the gateway
 
 
 def gateway_pid(home: Path) -> int:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-                env = Path(f"/proc/{entry}/environ").read_bytes()
-            except OSError:
-                continue
-            if b"coffer\0serve" in cmd and f"COFFER_HOME={home}\0".encode() in env and alive(int(entry)):
-                return int(entry)
-    raise AssertionError("no gateway process found")
+    (pid,) = processes(b"coffer\0serve", f"COFFER_HOME={home}\0".encode())
+    return pid
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
@@ -325,7 +400,7 @@ async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signa
 
 
 async def test_canary_secret_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A unique secret (keyring/file secret and a literal env value) never lands in any output or file."""
+    """A unique secret (a stored secret and a literal env value) never lands in any output or file."""
     from typer.testing import CliRunner
 
     from coffer.cli import app
@@ -334,40 +409,42 @@ async def test_canary_secret_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     home = tmp_path / "vault"
     monkeypatch.setenv("COFFER_HOME", str(home))
     monkeypatch.setenv("COFFER_SECRETS_BACKEND", "file")
-    runner = CliRunner()
     outputs: list[str] = []
-
-    def cli(*args: str, stdin: str | None = None) -> None:
-        result = runner.invoke(app, list(args), input=stdin, catch_exceptions=False)
-        outputs.extend([result.stdout, result.stderr])
-
-    cli("secret", "set", "CANARY", stdin=secret)
     leak = [str(FIXTURE), "--mode", "env_stderr", "--name", "leaky", "--events", str(home / "events.txt")]
-    cli("add", "leaky", "-e", "TOKEN=${secret:CANARY}", "-e", f"LITERAL={literal}", "--", sys.executable, *leak)
     good = [str(FIXTURE), "--name", "good", "--events", str(home / "events.txt")]
-    cli("add", "good", "-e", "API=${secret:CANARY}", "--", sys.executable, *good)
-    catalogue.save_server("leaky", tools=SEED)
-    for args in (["list"], ["list", "--json"], ["show", "leaky"], ["show", "leaky", "--json"], ["secret", "list"]):
-        cli(*args)
-    cli("diff", "leaky")
-    cli("diff", "leaky", "--json")
+    commands = [
+        (["secret", "set", "CANARY"], secret),
+        (["add", "leaky", "-e", "TOKEN=${secret:CANARY}", "-e", f"LITERAL={literal}", "--", PY, *leak], None),
+        (["add", "good", "-e", "API=${secret:CANARY}", "--", PY, *good], None),
+        *(([*args], None) for args in (["list"], ["list", "--json"], ["show", "leaky"], ["show", "leaky", "--json"])),
+        *(([*args], None) for args in (["secret", "list"], ["diff", "leaky"], ["diff", "leaky", "--json"])),
+        (["doctor"], None),
+        (["doctor", "--json"], None),
+    ]
 
+    def run_cli(batch: list[tuple[list[str], str | None]]) -> None:  # in a thread: `add` and doctor run anyio
+        for args, stdin in batch:
+            result = CliRunner().invoke(app, args, input=stdin, catch_exceptions=False)
+            outputs.extend([result.stdout, result.stderr])
+
+    await anyio.to_thread.run_sync(run_cli, commands)
+    catalogue.save_server("leaky", tools=SEED)
     async with connect(home) as session:
         await healthy(session)
-        ok, text = await call(session, "leaky__echo", {"text": "x"})
-        assert not ok and "leaky" in text
-        outputs.append(text)
-        ok, text = await call(session, "leaky__echo", {"text": "x"})
-        outputs.append(text)
+        for _ in range(2):
+            ok, text = await call(session, "leaky__echo", {"text": "x"})
+            assert not ok and "leaky" in text
+            outputs.append(text)
         outputs.append(str((await session.list_tools()).model_dump()))
-    assert any("TOKEN=" in o for o in outputs), "the leaky server's stderr should reach the error text, masked"
+    await anyio.to_thread.run_sync(run_cli, [(["log", "--json"], None)])
+    assert any("TOKEN=****" in o for o in outputs), "the leaky server's stderr reaches error text, masked"
+    assert any("advertised schemas" in o for o in outputs)  # doctor ran (and started both servers)
 
-    for out in outputs:
+    for out in [*outputs, (home / "gateway.stderr").read_text()]:
         assert secret not in out and literal not in out, out
     by_design = {"secrets.json": secret, "coffer.toml": literal}  # the 0600 file store and the registry
     for path in home.rglob("*"):
         if path.is_file():
-            data = path.read_bytes()
             for canary in (secret, literal):
                 if by_design.get(path.name) != canary:
-                    assert canary.encode() not in data, f"{canary} leaked into {path.name}"
+                    assert canary.encode() not in path.read_bytes(), f"{canary} leaked into {path.name}"
