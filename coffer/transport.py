@@ -60,7 +60,9 @@ class StreamStats:
         for value in self.secrets:
             if len(value) >= 4:
                 text = text.replace(value, "****")
-        return text
+        from coffer.redact import scrub  # every value this process resolved, and its encoded forms
+
+        return scrub(text)
 
     def note_garbage(self, line: bytes) -> None:
         self.garbage_lines += 1

@@ -275,3 +275,18 @@ def test_everything_written_is_private_under_umask_000(
     )
     assert {name: oct(m) for name, m in files.items() if m != 0o600} == {}
     assert {name: oct(m) for name, m in dirs.items() if m != 0o700} == {}
+
+
+def test_upstream_stderr_tails_are_scrubbed_of_every_resolved_value(coffer_home: Path) -> None:
+    """A tail reaches errors, `coffer doctor` and agents: another server's secret is masked there too."""
+    import base64
+
+    from coffer.transport import StreamStats
+
+    secrets.set_secret("T", CANARY)
+    redact.reset()
+    secrets.resolve("T")
+    stats = StreamStats(secrets=("own-env-value",))
+    encoded = base64.b64encode(CANARY.encode()).decode()
+    stats.feed_stderr(f"auth failed for {CANARY} ({encoded}) with own-env-value\n".encode())
+    assert stats.last_stderr_line() == "auth failed for **** (****) with ****"
