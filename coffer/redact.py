@@ -33,8 +33,8 @@ _pattern: re.Pattern[str] | None = None
 def _variants(value: str) -> set[str]:
     out = {value, json.dumps(value)[1:-1], quote(value, safe=""), quote_plus(value)}
     raw = value.encode("utf-8")
-    out.add(base64.b64encode(raw).decode().rstrip("="))
-    out.add(base64.urlsafe_b64encode(raw).decode().rstrip("="))
+    for encoded in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
+        out |= {encoded, encoded.rstrip("=")}  # padded first (longest match wins), then bare
     return {v for v in out if len(v) >= MIN_LEN}
 
 
