@@ -298,6 +298,7 @@ class Gateway:
             on_read_resource=self._read_resource,
         )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
+        server.middleware = []  # the default OpenTelemetry span is a no-op without an exporter, but not free
         return server
 
     def initialization_options(self) -> Any:

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -40,9 +41,21 @@ class _StdinLines:
         return line.decode("utf-8", "replace")
 
 
+def _is_pipe(fd: int) -> bool:
+    """Hosts talk over pipes (or sockets); a terminal or a file keeps the SDK's threaded defaults."""
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 @contextlib.asynccontextmanager
 async def _stdin() -> AsyncIterator[_StdinLines | None]:
-    """A loop-driven reader over a duplicate of fd 0; None when stdin is not a pipe, socket or tty."""
+    """A loop-driven reader over a duplicate of fd 0; None when stdin is not a pipe or socket."""
+    if not _is_pipe(0):
+        yield None
+        return
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
     pipe = os.fdopen(os.dup(0), "rb", buffering=0)
@@ -56,6 +69,47 @@ async def _stdin() -> AsyncIterator[_StdinLines | None]:
         yield _StdinLines(reader)
     finally:
         transport.close()
+
+
+class _StdoutWire:
+    """The write/flush pair `stdio_server` expects, on the loop: no thread hop per message."""
+
+    def __init__(self, writer: asyncio.StreamWriter) -> None:
+        self._writer = writer
+
+    async def write(self, text: str) -> None:
+        self._writer.write(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
+
+@contextlib.asynccontextmanager
+async def _stdout() -> AsyncIterator[_StdoutWire | None]:
+    """Protocol on a private duplicate of fd 1; fd 1 itself points at stderr meanwhile, so a stray
+    print (ours or a library's) can never corrupt the wire. None when stdout is not a pipe or socket."""
+    if not _is_pipe(1):
+        yield None
+        return
+    sys.stdout.flush()
+    original, wire = os.dup(1), os.dup(1)
+    os.dup2(2, 1)
+    loop = asyncio.get_running_loop()
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(wire, "wb", buffering=0)
+        )
+    except (ValueError, OSError):
+        os.dup2(original, 1)
+        os.close(original)
+        yield None
+        return
+    try:
+        yield _StdoutWire(asyncio.StreamWriter(transport, protocol, None, loop))
+    finally:
+        transport.close()
+        os.dup2(original, 1)
+        os.close(original)
 
 
 def _setup_logging() -> None:
@@ -79,7 +133,7 @@ async def _watch_signals(scope: anyio.CancelScope) -> None:
 async def _serve_stdio(gateway: Gateway) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with _stdin() as lines, stdio_server(stdin=lines) as (read, write):  # type: ignore[arg-type]
+    async with _stdin() as lines, _stdout() as wire, stdio_server(stdin=lines, stdout=wire) as (read, write):  # type: ignore[arg-type]
         await gateway.server.run(read, write, gateway.initialization_options())
 
 

@@ -1,0 +1,160 @@
+"""Gateway benchmarks; prints figures, asserts nothing (speed targets live here, not in tests).
+
+  python bench/bench_gateway.py              # added latency per tools/call + first tools/list with 16 upstreams
+  python bench/bench_gateway.py --starts     # time to first/all ready for N upstreams at several start bounds
+
+Upstreams are the bundled example server (coffer/examples/demo_server.py, an mcp 2.x SDK server), so
+the figures include real SDK parsing on both hops. Each scenario uses its own temporary COFFER_HOME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from coffer import catalogue, registry  # noqa: E402
+from coffer.demo import demo_server_path  # noqa: E402
+from coffer.pool import Pool  # noqa: E402
+
+DEMO = str(demo_server_path())
+
+
+@asynccontextmanager
+async def session(command: str, args: list[str], env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    params = StdioServerParameters(command=command, args=args, env=env)
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            yield s
+
+
+async def vault(n: int) -> Path:
+    """A temporary vault with `n` demo servers registered (approved) and catalogued in the snapshot."""
+    home = Path(tempfile.mkdtemp(prefix="coffer-bench-"))
+    tools = await _list_direct()
+    old = os.environ.get("COFFER_HOME")
+    os.environ["COFFER_HOME"] = str(home)
+    try:
+        for i in range(n):
+            registry.add_server(registry.ServerConfig(name=f"demo{i}", command=sys.executable, args=[DEMO]))
+        for i in range(n):
+            catalogue.save_server(f"demo{i}", tools=tools)
+    finally:
+        if old is None:
+            del os.environ["COFFER_HOME"]
+        else:
+            os.environ["COFFER_HOME"] = old
+    return home
+
+
+async def _list_direct() -> list[dict[str, Any]]:
+    async with session(sys.executable, [DEMO]) as s:
+        return [t.model_dump(by_alias=True, exclude_none=True) for t in (await s.list_tools()).tools]
+
+
+def gateway_env(home: Path) -> dict[str, str]:
+    return dict(os.environ) | {"COFFER_HOME": str(home), "PYTHONPATH": str(ROOT)}
+
+
+async def timed_calls(s: ClientSession, tool: str, n: int) -> list[float]:
+    for i in range(20):  # warm-up: upstream started, code paths hot
+        await s.call_tool(tool, {"text": f"warm {i}"})
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        result = await s.call_tool(tool, {"text": f"call {i}"})
+        out.append((time.perf_counter() - t0) * 1000)
+        assert not result.is_error, result
+    return out
+
+
+def summary(values: list[float]) -> str:
+    values = sorted(values)
+    p95 = values[int(0.95 * (len(values) - 1))]
+    return f"median {statistics.median(values):.3f} ms, p95 {p95:.3f} ms"
+
+
+async def bench_latency(n: int) -> None:
+    home = await vault(1)
+    async with session(sys.executable, [DEMO]) as direct:
+        d = await timed_calls(direct, "echo", n)
+    async with session(sys.executable, ["-m", "coffer", "serve"], gateway_env(home)) as gw:
+        g = await timed_calls(gw, "demo0__echo", n)
+    print(f"tools/call, {n} sequential calls after warm-up (echo on the bundled demo server):")
+    print(f"  direct session : {summary(d)}")
+    print(f"  through coffer : {summary(g)}")
+    print(f"  added (median) : {statistics.median(g) - statistics.median(d):.3f} ms")
+
+
+async def bench_first_list(servers: int, runs: int) -> None:
+    home = await vault(servers)
+    init, first = [], []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        async with session(sys.executable, ["-m", "coffer", "serve"], gateway_env(home)) as gw:
+            t1 = time.perf_counter()
+            listed = await gw.list_tools()
+            t2 = time.perf_counter()
+        init.append(t1 - t0)
+        first.append(t2 - t0)
+        assert len(listed.tools) == 2 + servers * 5, len(listed.tools)
+    print(f"first tools/list with {servers} upstreams from the snapshot ({runs} runs, from spawning coffer serve):")
+    print(f"  initialize answered : median {statistics.median(init):.3f} s")
+    print(f"  tools/list answered : median {statistics.median(first):.3f} s ({len(listed.tools)} tools)")
+
+
+async def bench_starts(n: int, bounds: list[int]) -> None:
+    print(f"starting {n} SDK upstreams (spawn + initialize + list), by start bound:")
+    for bound in bounds:
+        cfgs = [registry.ServerConfig(name=f"s{i}", command=sys.executable, args=[DEMO], timeout=120) for i in range(n)]
+        ready: list[float] = []
+        async with Pool(limit=bound, slot_hold=120) as pool:
+            t0 = anyio.current_time()
+            pool.sync(cfgs)
+
+            async with anyio.create_task_group() as tg:
+                for up in pool.upstreams.values():
+                    tg.start_soon(_ready_after, up, t0, ready)
+            states = {up.state.value for up in pool.upstreams.values()}
+        label = "all at once" if bound >= n else f"{bound} at a time"
+        print(f"  {label:>12}: first ready {min(ready):.2f} s, all ready {max(ready):.2f} s  {sorted(states)}")
+
+
+async def _ready_after(up: Any, t0: float, ready: list[float]) -> None:
+    await up.wait_settled(180)
+    ready.append(anyio.current_time() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--servers", type=int, default=16)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--starts", action="store_true", help="measure the start bound instead")
+    parser.add_argument("--start-servers", type=int, default=8)
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    if args.starts:
+        n = args.start_servers
+        anyio.run(bench_starts, n, sorted({1, 2, 4, n}))
+        return
+    anyio.run(bench_latency, args.calls)
+    anyio.run(bench_first_list, args.servers, args.runs)
+
+
+if __name__ == "__main__":
+    main()
