@@ -18,7 +18,10 @@ from coffer.errors import UpstreamError
 from coffer.registry import ServerConfig
 from coffer.upstream import State, Upstream
 
-# Measured on this 2-core box (bench/bench_gateway.py --starts): see the README's "Serving" section.
+# Measured on the 2-core dev box, 16 SDK upstreams (python bench/bench_gateway.py --starts --start-servers 16):
+#   1 at a time: first ready 0.67 s, all 10.6 s   2 at a time: first 0.64 s, all 5.1 s
+#   4 at a time: first 1.28 s, all 5.4 s           all at once: first 6.0 s, all 6.2 s
+# Two per core is no better than one per core, so the bound is the core count (at least 2).
 START_SLOTS = max(2, os.cpu_count() or 2)
 SLOT_HOLD_S = 3.0
 
