@@ -208,6 +208,7 @@ def test_approve_and_diff_held_tools(cli: CliRunner, coffer_home: Path) -> None:
     assert '+  "title": "Fetcher"' in text
     data = json.loads(run_cli(cli, "diff", "gh", "--json").stdout)
     assert [(t["tool"], t["state"]) for t in data["tools"]] == [("fetch", "held"), ("search", "held")]
+    assert [e["event"] for e in data["events"]][:3] == ["held_changed", "held_changed", "baseline"]
 
     assert "approved gh__search" in run_cli(cli, "approve", "gh__search").stderr
     assert run_cli(cli, "approve", "gh__search", code=3).stderr.startswith("coffer: error: 'gh__search' is not held")

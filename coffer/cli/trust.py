@@ -99,6 +99,7 @@ def diff(server: Annotated[str, typer.Argument(help="Server to compare.")], as_j
         state = pins.server_state(cfg)
         old_cfg, new_cfg = pins.config_change(cfg)
         held = pins.held(server)
+        events = pins.events(server, limit=20)
     config_diff = pinning.unified(
         pinning.pretty(old_cfg) if old_cfg else "", pinning.pretty(new_cfg), f"{server} launch config", "registry now"
     )
@@ -108,7 +109,8 @@ def diff(server: Annotated[str, typer.Argument(help="Server to compare.")], as_j
         for p in held
     ]
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, "server": server, "config": config, "tools": tools})
+        data = {"server": server, "config": config, "tools": tools, "events": events}
+        render.print_json({"version": render.JSON_VERSION, **data})
         return
     if state == "approved" and not tools:
         render.say(f"'{server}': launch config approved, no held tools")
