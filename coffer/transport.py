@@ -1,4 +1,4 @@
-"""The stdio pipe to one upstream process: its own process group, a drained stderr, a tolerant stdout.
+"""The pipe to one upstream: a process in its own group (stdio) or a streamable HTTP endpoint.
 
 Why not the SDK's `stdio_client`: Coffer needs the child's pid to kill its whole process group
 quickly at shutdown, a stderr that is drained continuously into a bounded tail (a full 64 KB pipe
@@ -15,6 +15,7 @@ import subprocess
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -40,6 +41,7 @@ class StreamStats:
     garbage_sample: str = ""
     broken: str | None = None
     returncode: int | None = None
+    http_status: int | None = None  # the last HTTP error status, for streamable HTTP upstreams
     _tail: bytearray = field(default_factory=bytearray)
 
     def feed_stderr(self, chunk: bytes) -> None:
@@ -194,6 +196,28 @@ async def stdio_pipe(
                 if pids is not None:
                     pids.discard(process.pid)
             tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def http_pipe(url: str, headers: dict[str, str], stats: StreamStats) -> AsyncIterator[tuple[Any, Any]]:
+    """The (read, write) streams of a streamable HTTP upstream; HTTP error statuses land in `stats`.
+
+    The SDK turns an HTTP 401 into a generic JSON-RPC error, so the status is caught here, where a
+    failure a retry cannot fix (401/403) can still be told apart.
+    """
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def on_response(response: Any) -> None:
+        if response.status_code >= 400:
+            stats.http_status = response.status_code
+
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [on_response]}) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+    ):
+        yield read, write
 
 
 # Beyond the SDK's safe basics: what launchers such as uvx and npx need to reach their registries

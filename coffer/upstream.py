@@ -1,4 +1,4 @@
-"""Upstreams: one long-lived MCP session per registered server, and the pool that starts and stops them.
+"""Upstreams: one long-lived MCP session per registered server (the pool in `coffer.pool` runs them).
 
 The only module that talks to upstream servers. Each upstream runs in a supervisor task: spawn (or
 connect over streamable HTTP), the legacy `initialize` handshake (list_changed notifications and
@@ -29,7 +29,7 @@ from pydantic import TypeAdapter
 from coffer import __version__
 from coffer.errors import SecretError, UpstreamError
 from coffer.registry import ServerConfig, resolved_env, resolved_headers
-from coffer.transport import StreamStats, child_env, stdio_pipe
+from coffer.transport import StreamStats, child_env, http_pipe, stdio_pipe
 
 if TYPE_CHECKING:
     from coffer.pool import Pool
@@ -49,12 +49,7 @@ _LIST_REQUESTS: dict[str, Any] = {
     "resources": types.ListResourcesRequest,
     "resource_templates": types.ListResourceTemplatesRequest,
 }
-_WIRE_KEY = {
-    "tools": "tools",
-    "prompts": "prompts",
-    "resources": "resources",
-    "resource_templates": "resourceTemplates",
-}
+_WIRE_KEY = dict(zip(KINDS, ("tools", "prompts", "resources", "resourceTemplates"), strict=True))
 _BINARY_MIME = ("image/", "audio/", "video/", "font/", "application/octet-stream", "application/pdf", "application/zip")
 _CHANGED = {
     types.ToolListChangedNotification: "tools",
@@ -280,7 +275,7 @@ class Upstream:
             return f"command not found: {self.cfg.command}", "spawn_enoent", True
         if isinstance(exc, PermissionError):
             return f"permission denied running {self.cfg.command}", "spawn_eacces", True
-        status = _http_status(exc)
+        status = _http_status(exc) or self.stats.http_status  # the SDK folds HTTP errors into JSON-RPC ones
         if status in (401, 403):
             return f"HTTP {status} from {self.cfg.url} (check its headers/token)", "http_auth", True
         if status is not None:
@@ -301,16 +296,10 @@ class Upstream:
     async def _open(self, exited: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
         cfg = self.cfg
         if cfg.url:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
             headers = resolved_headers(cfg)
             self.stats.secrets = tuple(headers.values())
-            async with (
-                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0)) as http,
-                streamable_http_client(cfg.url, http_client=http) as (read, write),
-            ):
-                yield read, write
+            async with http_pipe(cfg.url, headers, self.stats) as streams:
+                yield streams
             return
         extra = resolved_env(cfg)
         self.stats.secrets = tuple(extra.values())

@@ -1,0 +1,115 @@
+"""Streamable HTTP on both sides: `coffer serve --http PORT`, and upstreams registered by `url`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from coffer import registry
+from coffer.errors import UpstreamError
+from coffer.pool import probe
+from tests.fixtures.gateway_harness import FIXTURE, add_fixture, alive, descendants, serve, serve_env, wait_for
+
+pytestmark = pytest.mark.anyio
+TOKEN = "http-fixture-token-1234"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.fixture
+def http_upstream() -> Iterator[int]:
+    """The fixture server over streamable HTTP on a free loopback port, requiring a bearer token."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(FIXTURE), "--name", "web", "--http", str(port), "--token", TOKEN],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+async def test_http_upstreams_with_header_secrets(
+    coffer_home: Path, http_upstream: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await wait_for(lambda: listening(http_upstream), what="the HTTP fixture to listen")
+    monkeypatch.setenv("COFFER_TEST_HTTP_TOKEN", TOKEN)
+    url = f"http://127.0.0.1:{http_upstream}/mcp"
+    good = registry.ServerConfig(name="web", url=url, headers={"Authorization": "Bearer ${COFFER_TEST_HTTP_TOKEN}"})
+    bad = registry.ServerConfig(name="badauth", url=url, headers={"Authorization": "Bearer wrong-token"}, timeout=5)
+    lists = await probe(good)
+    assert "echo" in [t["name"] for t in lists["tools"]]
+    with pytest.raises(UpstreamError, match="HTTP 401"):
+        await probe(bad)
+
+    registry.add_server(good)
+    registry.add_server(bad)
+    async with serve(coffer_home) as s:
+        assert text(await s.call("web__echo", {"text": "via http"})) == "via http"
+        assert text(await s.call("web__add", {"a": 1, "b": 41})) == "42"
+        for _ in range(2):  # a 401 is not retried: same clear reason each time
+            refused = await s.call("badauth__echo", {"text": "x"})
+            assert refused.is_error and "HTTP 401" in text(refused)
+        assert TOKEN not in text(refused)
+
+
+async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coffer", "serve", "--http", str(port)],
+        env=serve_env(coffer_home),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http to listen")
+        async with (
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert {"coffer__search_tools", "alpha__echo"} <= set(names)
+            result = await session.call_tool("alpha__echo", {"text": "over http"})
+            assert text(result) == "over http"
+        tree = descendants(proc.pid)
+        assert tree
+        os.kill(proc.pid, signal.SIGTERM)
+        await wait_for(lambda: proc.poll() is not None, timeout=10, what="coffer serve to exit")
+        await wait_for(lambda: not any(alive(p) for p in tree), timeout=6, what="its upstreams to be gone")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
