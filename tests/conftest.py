@@ -14,8 +14,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PYTHON = sys.executable
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def coffer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Autouse: even a test that forgets to ask for it never reads or writes the user's real vault."""
     home = tmp_path / "vault"
     monkeypatch.setenv("COFFER_HOME", str(home))
     yield home
