@@ -11,13 +11,11 @@ built-ins included, passes through `_record()`, which times it and writes the in
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -31,7 +29,9 @@ from coffer import __version__, builtins, catalogue, paths, registry
 from coffer.builtins import ASK, BUILTIN, SEARCH, CallFailure, text_result
 from coffer.catalogue import CatalogueTool, build_tools
 from coffer.errors import CofferError, RegistryError
+from coffer.merge import Merged, merge
 from coffer.pool import START_SLOTS, Pool
+from coffer.redact import scrub
 from coffer.upstream import KINDS, Upstream, UpstreamUnavailable
 
 if TYPE_CHECKING:
@@ -52,22 +52,6 @@ INSTRUCTIONS = (
 class _Call:
     server: str
     tool: str
-
-
-@dataclass
-class Merged:
-    """The merged catalogue at one version: every listed name, and the curated view hosts see."""
-
-    tools: dict[str, CatalogueTool] = field(default_factory=dict)
-    prompts: dict[str, CatalogueTool] = field(default_factory=dict)
-    visible_tools: list[CatalogueTool] = field(default_factory=list)
-    tools_result: list[dict[str, Any]] = field(default_factory=list)
-    prompts_result: list[dict[str, Any]] = field(default_factory=list)
-    resources_result: list[dict[str, Any]] = field(default_factory=list)
-    templates_result: list[dict[str, Any]] = field(default_factory=list)
-    uri_owner: dict[str, str] = field(default_factory=dict)
-    templates: list[tuple[str, Any]] = field(default_factory=list)
-    key: str = ""
 
 
 def _for_era(ctx: Any, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
@@ -178,43 +162,10 @@ class Gateway:
     # ------------------------------------------------------------------ merged view
 
     def merged(self) -> Merged:
-        if self._merged is not None and self._merged[0] == self._version:
-            return self._merged[1]
-        from mcp.shared.uri_template import UriTemplate
-
-        m = Merged(tools_result=list(self._builtins))
-        digest = hashlib.sha256()
-        for server in sorted(self._lists):
-            lists = self._lists[server]
-            shown = self.refusal(server) is None
-            for t in build_tools(server, lists.get("tools", [])):
-                m.tools[t.name] = t
-                if shown and self.refusal(server, t.tool, t.name) is None:
-                    m.visible_tools.append(t)
-            for p in build_tools(server, lists.get("prompts", [])):
-                m.prompts[p.name] = p
-                if shown:
-                    m.prompts_result.append({**p.raw, "name": p.name})
-            if not shown:
-                continue
-            for res in lists.get("resources", []):
-                uri = str(res.get("uri", ""))
-                if uri and uri not in m.uri_owner:
-                    m.uri_owner[uri] = server
-                    m.resources_result.append(res)
-            for tpl in lists.get("resource_templates", []):
-                try:
-                    m.templates.append((server, UriTemplate.parse(str(tpl.get("uriTemplate", "")))))
-                except ValueError:
-                    continue
-                m.templates_result.append(tpl)
-        m.visible_tools.sort(key=lambda t: t.name)
-        for t in m.visible_tools:
-            m.tools_result.append({**t.raw, "name": t.name})
-            digest.update(json.dumps([t.name, t.description, t.input_schema], sort_keys=True).encode())
-        m.key = digest.hexdigest()[:16]
-        self._merged = (self._version, m)
-        return m
+        """The merged view, rebuilt only when a listing, the registry or the trust state changed."""
+        if self._merged is None or self._merged[0] != self._version:
+            self._merged = (self._version, merge(self._lists, self.refusal, self._builtins))
+        return self._merged[1]
 
     async def _await_discovery(self) -> None:
         """Before answering tools/list, give never-catalogued servers a short, bounded chance to list."""
@@ -344,7 +295,7 @@ class Gateway:
             return result
         except CallFailure as exc:
             outcome, error_class = exc.outcome, exc.error_class
-            return text_result(str(exc), error=True)
+            return text_result(scrub(str(exc)), error=True)  # may quote an upstream's message or stderr
         except anyio.get_cancelled_exc_class():
             outcome = "cancelled"
             raise
@@ -470,6 +421,6 @@ class Gateway:
         try:
             return await up.request(request)
         except UpstreamUnavailable as exc:
-            raise MCPError(code=types.INTERNAL_ERROR, message=str(exc)) from exc
+            raise MCPError(code=types.INTERNAL_ERROR, message=scrub(str(exc))) from exc
         except MCPError as exc:
-            raise MCPError(code=exc.code, message=f"{server}: {exc.message}", data=exc.data) from exc
+            raise MCPError(code=exc.code, message=scrub(f"{server}: {exc.message}"), data=exc.data) from exc
