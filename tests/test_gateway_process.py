@@ -61,3 +61,25 @@ async def test_hosts_of_both_eras(coffer_home: Path, tmp_path: Path) -> None:
                 assert not result.is_error and result.content[0].text == era  # type: ignore[union-attr]
                 found = await client.call_tool("coffer__search_tools", {"query": "echo the text"})
                 assert found.structured_content and found.structured_content["tools"][0]["name"] == "alpha__echo"
+
+
+def test_stray_output_never_reaches_the_wire(tmp_path: Path) -> None:
+    """While serving, fd 1 points at stderr: a print() or a child's output cannot corrupt the protocol."""
+    import subprocess
+
+    script = (
+        "import anyio, os, subprocess\n"
+        "from coffer.serve import _stdout\n"
+        "async def main():\n"
+        "    async with _stdout() as wire:\n"
+        "        assert wire is not None\n"
+        "        print('stray print', flush=True)\n"
+        "        os.write(1, b'stray write\\n')\n"
+        "        subprocess.run(['echo', 'stray child'])\n"
+        "        await wire.write('{\"jsonrpc\": \"2.0\", \"method\": \"ping\", \"id\": 1}\\n')\n"
+        "        await wire.flush()\n"
+        "anyio.run(main)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout == '{"jsonrpc": "2.0", "method": "ping", "id": 1}\n'
+    assert "stray print" in done.stderr and "stray write" in done.stderr and "stray child" in done.stderr
