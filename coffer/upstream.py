@@ -242,6 +242,8 @@ class Upstream:
                         raise _Exited()
                 except Exception as exc:  # classified below; one upstream's failure stays its own
                     error = exc
+            if error is None and scope.cancelled_caught:
+                error = _Exited()  # dropped by _restartable(): a lost connection, not a stop
         finally:
             slot.release()
             self.session = None
