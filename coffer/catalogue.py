@@ -3,7 +3,8 @@
 The snapshot (catalogue.json in the data dir) lets `serve` answer the first tools/list at once and
 lets `coffer search` rank offline. Exposed names are `<server>__<tool>` when that is a valid, short
 name; otherwise a deterministic short form with a hash suffix, so names are stable across restarts
-and never clash or vanish. Pure functions apart from the snapshot's load/save.
+and never clash or vanish. The curated view (`refusal`, `visible_tools`) is the one rule for what an
+agent sees. Pure functions apart from the snapshot's load/save and the trust store that rule reads.
 """
 
 from __future__ import annotations
@@ -15,12 +16,15 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coffer import paths
 from coffer.errors import RegistryError
 from coffer.fsutil import atomic_write, locked
 from coffer.registry import SEP, Registry
+
+if TYPE_CHECKING:
+    from coffer.pinning import Pins
 
 SNAPSHOT_VERSION = 1
 # 64 is the client limit; Claude Code prepends `mcp__coffer__` (13 chars).
@@ -175,12 +179,39 @@ def server_tools(snapshot: Snapshot | None, server: str) -> list[CatalogueTool]:
     return build_tools(server, snapshot.servers[server].tools)
 
 
-def visible_tools(registry: Registry, snapshot: Snapshot | None) -> list[CatalogueTool]:
-    """Tools of enabled servers that are not disabled, sorted by exposed name (deterministic order)."""
+def refusal(
+    registry: Registry, pins: Pins | None, server: str, tool: str | None = None, exposed: str | None = None
+) -> str | None:
+    """Why `server` (or one of its tools) may not be shown to an agent or called; None when it may.
+
+    The one rule for what an agent sees, asked by the gateway (tools/list, coffer__search_tools and
+    every call), `coffer search` and `coffer doctor`: the server is in the vault and enabled, the tool
+    is not disabled, the launch config is approved and the tool is not held (coffer.pinning). `pins`
+    is None only while the gateway has no trust store open; then trust is not checked.
+    """
+    cfg = registry.servers.get(server)
+    if cfg is None:
+        return f"server '{server}' is not in the vault"
+    if not cfg.enabled:
+        return f"server '{server}' is disabled (`coffer enable {server}`)"
+    if tool is not None and (tool in cfg.disabled_tools or (exposed or "") in cfg.disabled_tools):
+        name = exposed or tool
+        return f"tool '{name}' is disabled (`coffer enable {name}`)"
+    return None if pins is None else pins.refusal(cfg, tool, exposed)  # unapproved or held
+
+
+def curate(registry: Registry, pins: Pins | None, server: str, tools: Iterable[CatalogueTool]) -> list[CatalogueTool]:
+    """The ones of `server`'s tools an agent may see (`refusal` allows them), sorted by exposed name."""
+    if refusal(registry, pins, server) is not None:
+        return []
+    return sorted((t for t in tools if refusal(registry, pins, server, t.tool, t.name) is None), key=lambda t: t.name)
+
+
+def visible_tools(registry: Registry, snapshot: Snapshot | None, pins: Pins | None) -> list[CatalogueTool]:
+    """The snapshot's tools an agent may see (see `refusal`), sorted by exposed name (deterministic order)."""
     out: list[CatalogueTool] = []
     for cfg in registry.enabled_servers():
-        disabled = set(cfg.disabled_tools)
-        out.extend(t for t in server_tools(snapshot, cfg.name) if t.tool not in disabled and t.name not in disabled)
+        out.extend(curate(registry, pins, cfg.name, server_tools(snapshot, cfg.name)))
     out.sort(key=lambda t: t.name)
     return out
 

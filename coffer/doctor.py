@@ -12,12 +12,15 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from coffer import catalogue, registry
 from coffer.registry import SEP, ServerConfig
+
+if TYPE_CHECKING:
+    from coffer.pinning import Pins
 
 STDERR_LINES = 12
 TOP_N = 5
@@ -242,13 +245,27 @@ def _builtin_tokens() -> int:
 
 def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagnosis:
     """Start every enabled, approved server once and report on it; writes nothing."""
+    from coffer.pinning import Pins
+
     reg = registry.load()
     try:
         snapshot = catalogue.load_snapshot()
     except registry.RegistryError:
         snapshot = None
     enabled = reg.enabled_servers()
-    states = approval_states(enabled)
+    with Pins.open(new_tools="allow") as pins:  # read only: doctor observes nothing
+        return _diagnose(reg, pins, snapshot, enabled, limit, on_done)
+
+
+def _diagnose(
+    reg: registry.Registry,
+    pins: Pins,
+    snapshot: catalogue.Snapshot | None,
+    enabled: list[ServerConfig],
+    limit: int | None,
+    on_done: Progress | None,
+) -> Diagnosis:
+    states = {cfg.name: pins.server_state(cfg) for cfg in enabled}
     runnable = [c for c in enabled if states[c.name] == "approved"]
     for cfg in enabled:
         if states[cfg.name] != "approved" and on_done is not None:
@@ -278,11 +295,13 @@ def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagn
                 diag.notes.append("serves no tools")
             for raw in {str(t.get("name")) for t in tools}:
                 served_by.setdefault(raw, []).append(cfg.name)
-            if cfg.enabled:
-                disabled = set(cfg.disabled_tools)
-                visible = [t for t in catalogue.build_tools(cfg.name, tools) if not {t.tool, t.name} & disabled]
-                diag.advertised = len(visible)
-                diag.tokens = sum(catalogue.schema_tokens(t) for t in visible)
+            built = catalogue.build_tools(cfg.name, tools)
+            visible = catalogue.curate(reg, pins, cfg.name, built)  # what the gateway would advertise
+            held = sum(pins.is_held(cfg.name, t.tool) for t in built)
+            if held and diag.status == "ok":
+                diag.notes.append(f"{held} tool(s) held until approved (`coffer diff {cfg.name}`)")
+            diag.advertised = len(visible)
+            diag.tokens = sum(catalogue.schema_tokens(t) for t in visible)
         servers.append(diag)
     shared = {name: sorted(owners) for name, owners in sorted(served_by.items()) if len(owners) > 1}
     return Diagnosis(servers, shared, _builtin_tokens())

@@ -147,17 +147,10 @@ class Gateway:
     def refusal(self, server: str, tool: str | None = None, exposed: str | None = None) -> str | None:
         """Why `server` (or one of its tools) may not be listed or called now; None when it may.
 
-        The one place curation is decided, for tools/list, coffer__search_tools and every call.
+        Decides tools/list, coffer__search_tools and every call, by `catalogue.refusal`: the same rule
+        `coffer search` and `coffer doctor` apply to the snapshot.
         """
-        cfg = self.registry.servers.get(server)
-        if cfg is None:
-            return f"server '{server}' is not in the vault"
-        if not cfg.enabled:
-            return f"server '{server}' is disabled (`coffer enable {server}`)"
-        if tool is not None and (tool in cfg.disabled_tools or (exposed or "") in cfg.disabled_tools):
-            name = exposed or tool
-            return f"tool '{name}' is disabled (`coffer enable {name}`)"
-        return None if self.pins is None else self.pins.refusal(cfg, tool, exposed)  # unapproved or held
+        return catalogue.refusal(self.registry, self.pins, server, tool, exposed)
 
     # ------------------------------------------------------------------ merged view
 

@@ -11,6 +11,7 @@ import pytest
 
 from coffer import catalogue, registry
 from coffer.errors import RegistryError
+from coffer.pinning import Pins
 
 DATA = Path(__file__).parent / "data" / "real-servers.json"
 CLIENT_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -76,7 +77,8 @@ def test_snapshot_roundtrip_and_curated_view(coffer_home: Path) -> None:
     raw = json.loads((coffer_home / "catalogue.json").read_text())
     assert raw["servers"]["b"]["names"] == {"b__one": "one", "b__two": "two"}
     reg = registry.load()
-    assert [t.name for t in catalogue.visible_tools(reg, snap)] == ["a__zed", "b__one"]
+    with Pins.open(new_tools="allow") as pins:
+        assert [t.name for t in catalogue.visible_tools(reg, snap, pins)] == ["a__zed", "b__one"]
     catalogue.drop_server("a")
     assert sorted(catalogue.load_snapshot().servers) == ["b"]  # type: ignore[union-attr]
 

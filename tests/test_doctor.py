@@ -6,10 +6,13 @@ import json
 import sys
 from pathlib import Path
 
+import anyio
 import tomlkit
 from typer.testing import CliRunner
 
 from coffer import catalogue, registry
+from coffer.pinning import Pins
+from coffer.pool import probe
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture
 
@@ -88,6 +91,30 @@ def test_doctor_reports_every_server(cli: CliRunner, coffer_home: Path, tmp_path
     run_cli(cli, "refresh", "good")
     snap = catalogue.load_snapshot()
     assert sum(catalogue.schema_tokens(t) for t in catalogue.server_tools(snap, "good")) == good["tokens"]
+
+
+def test_doctor_counts_only_what_agents_see(cli: CliRunner, coffer_home: Path) -> None:
+    """Advertised tools and token cost follow the gateway's rule: held tools and unapproved servers cost nothing."""
+    good = add_fixture(coffer_home, "good")
+    live = anyio.run(probe, good)["tools"]  # what the fixture serves (probe records nothing)
+    echo = next(t for t in live if t["name"] == "echo")
+    with Pins.open(new_tools="allow") as pins:
+        baseline = [{**echo, "description": "The definition the user approved."}]
+        pins.observe("good", catalogue.build_tools("good", baseline))
+        assert pins.observe("good", catalogue.build_tools("good", live)) == {"good__echo"}  # now held
+    add_fixture(coffer_home, "edited")
+    catalogue.save_server("edited", tools=live)  # listed once, then its launch line was edited by hand
+    hand_edit(coffer_home, "edited", "args", [*registry.load().get("edited").args, "--mode", "normal"])
+
+    by = {s["name"]: s for s in json.loads(run_cli(cli, "doctor", "--json", code=1).stdout)["servers"]}
+    assert by["good"]["status"] == "ok" and by["good"]["tools"] == len(live)
+    assert by["good"]["advertised"] == len(live) - 1
+    assert "1 tool(s) held until approved (`coffer diff good`)" in by["good"]["notes"]
+    visible = [t for t in catalogue.build_tools("good", live) if t.tool != "echo"]
+    assert by["good"]["tokens"] == sum(catalogue.schema_tokens(t) for t in visible)
+    edited = by["edited"]
+    assert edited["status"] == "unapproved" and edited["tokens_from"] == "snapshot"
+    assert edited["advertised"] == edited["tokens"] == 0
 
 
 def test_doctor_human_output(cli: CliRunner, coffer_home: Path) -> None:

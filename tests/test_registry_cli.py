@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coffer import catalogue, registry
+from coffer.pinning import Pins
 from tests.conftest import run_cli, subprocess_env
 
 
@@ -163,7 +164,8 @@ def test_enable_disable_tools_against_catalogue(cli: CliRunner, coffer_home: Pat
     assert "unknown tool 'nope'" in run_cli(cli, "disable", "gh__nope", code=3).stderr
     reg = registry.load()
     assert reg.servers["gh"].disabled_tools == ["delete_repository"]
-    visible = [t.name for t in catalogue.visible_tools(reg, catalogue.load_snapshot())]
+    with Pins.open(new_tools="allow") as pins:
+        visible = [t.name for t in catalogue.visible_tools(reg, catalogue.load_snapshot(), pins)]
     assert visible == ["gh__create_issue"]
     shown = json.loads(run_cli(cli, "show", "gh", "--json").stdout)["server"]
     assert {t["tool"]: t["enabled"] for t in shown["tools"]} == {"create_issue": True, "delete_repository": False}

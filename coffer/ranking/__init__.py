@@ -56,12 +56,13 @@ def search_tools(
 
 
 def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
-    """Rank the enabled tools of the saved catalogue snapshot, offline (`coffer search`).
+    """Rank the saved catalogue snapshot's tools an agent may see (`catalogue.visible_tools`), offline.
 
     Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1.
     """
     from coffer import catalogue, paths, registry
     from coffer.errors import NotFoundError, UsageError
+    from coffer.pinning import Pins
 
     if not query.strip():
         raise UsageError("the query is empty")
@@ -72,5 +73,7 @@ def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
         raise NotFoundError(
             "no catalogue snapshot yet: run `coffer refresh` (or start `coffer serve`) to list the servers' tools"
         )
-    tools = catalogue.visible_tools(registry.load(), snapshot)
+    reg = registry.load()
+    with Pins.open(new_tools="allow") as pins:  # read only: the new-tools setting matters when observing
+        tools = catalogue.visible_tools(reg, snapshot, pins)
     return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir())
