@@ -3,7 +3,9 @@
 Both go through `coffer.pool` (the one way Coffer starts upstreams: bounded concurrency, drained stderr,
 process-group stop), and neither starts a server whose launch config the user has not approved, the
 same rule `coffer serve` follows. `doctor` writes nothing; `refresh` rewrites the catalogue snapshot
-of each server that listed, and leaves the last good entry of one that failed.
+of each server that listed, records the listing with `Pins.observe` (so a changed tool is held and
+`coffer diff` shows it at once) and re-indexes the server's text resources for `coffer__ask`; a server
+that failed keeps its last good entry and index.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Probe:
     garbage_lines: int = 0
     server_info: dict[str, Any] | None = None
     protocol_version: str | None = None
+    resources: list[tuple[str, str, str]] | None = None  # (uri, name, text), when asked for and read
 
     @property
     def tool_count(self) -> int | None:
@@ -70,9 +73,11 @@ def _probe_of(up: Any) -> Probe:
     )
 
 
-async def _probe_all(configs: list[ServerConfig], limit: int, on_done: Callable[[Probe], None] | None) -> list[Probe]:
+async def _probe_all(
+    configs: list[ServerConfig], limit: int, on_done: Callable[[Probe], None] | None, read_resources: bool
+) -> list[Probe]:
     from coffer.pool import SLOT_HOLD_S, Pool
-    from coffer.upstream import START_SLACK_S
+    from coffer.upstream import START_SLACK_S, State
 
     done: dict[str, Probe] = {}
     waves = math.ceil(len(configs) / max(1, limit))  # a queued start waits at most this many slot holds
@@ -80,6 +85,9 @@ async def _probe_all(configs: list[ServerConfig], limit: int, on_done: Callable[
     async def wait(up: Any) -> None:
         await up.wait_settled(up.cfg.timeout + START_SLACK_S + waves * SLOT_HOLD_S)
         probe = done[up.name] = _probe_of(up)
+        if read_resources and probe.ok:
+            items = await up.text_resources()  # the gateway's reader: unreadable or binary ones skipped
+            probe.resources = items if up.state is State.READY else None  # died meanwhile: keep the old index
         if on_done is not None:
             on_done(probe)
 
@@ -92,26 +100,22 @@ async def _probe_all(configs: list[ServerConfig], limit: int, on_done: Callable[
 
 
 def probe_servers(
-    configs: Iterable[ServerConfig], limit: int | None = None, on_done: Callable[[Probe], None] | None = None
+    configs: Iterable[ServerConfig],
+    limit: int | None = None,
+    on_done: Callable[[Probe], None] | None = None,
+    *,
+    read_resources: bool = False,
 ) -> list[Probe]:
-    """Start every config at once (at most `limit` starting at a time), list, stop; one Probe each, in order."""
+    """Start every config at once (at most `limit` starting at a time), list, stop; one Probe each, in order.
+
+    `read_resources` also reads each listed server's text resources (Probe.resources) before stopping it.
+    """
     from coffer.pool import START_SLOTS
 
     configs = list(configs)
     if not configs:
         return []
-    return anyio.run(_probe_all, configs, limit or START_SLOTS, on_done)
-
-
-def approval_states(configs: Iterable[ServerConfig]) -> dict[str, str]:
-    """approved, new or changed per server (see `coffer.pinning`); read-only."""
-    from coffer.pinning import Pins
-
-    configs = list(configs)
-    if not configs:
-        return {}
-    with Pins.open() as pins:
-        return {cfg.name: pins.server_state(cfg) for cfg in configs}
+    return anyio.run(_probe_all, configs, limit or START_SLOTS, on_done, read_resources)
 
 
 NOT_APPROVED = "launch config not approved: check it with `coffer diff {0}`, then `coffer approve {0}`"
@@ -128,6 +132,8 @@ class Refreshed:
     init_seconds: float | None = None
     error: str | None = None
     stderr_tail: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)  # exposed names held by pinning after this listing
+    resources_indexed: int | None = None  # text resources now in coffer__ask's index
 
 
 def summary(probe: Probe) -> str:
@@ -143,8 +149,33 @@ def targets(names: list[str] | None = None) -> list[ServerConfig]:
 
 
 def refresh(configs: list[ServerConfig], limit: int | None = None, on_done: Progress | None = None) -> list[Refreshed]:
-    """Start these servers once and record each listing in the catalogue snapshot as it arrives."""
-    states = approval_states(configs)
+    """Start these servers once; record each listing (snapshot, pins, resource index) as it arrives.
+
+    Raises RegistryError when the registry's `new_tools` setting is invalid.
+    """
+    from coffer.pinning import Pins
+
+    with Pins.open() as pins:  # applies the registry's `new_tools` setting to what it observes
+        return _refresh(pins, configs, limit, on_done)
+
+
+def record_listing(
+    pins: Pins, name: str, listing: dict[str, list[dict[str, Any]]], resources: list[tuple[str, str, str]] | None
+) -> tuple[set[str], int | None]:
+    """Record what `name` served: snapshot entry, pins (changed tools held), knowledge index.
+
+    Returns (exposed names held now, resources indexed or None when `resources` is None).
+    """
+    from coffer import memory
+
+    catalogue.save_server(name, **listing)
+    held = pins.observe(name, catalogue.build_tools(name, listing.get("tools") or []))
+    indexed = None if resources is None else memory.index_resources(name, resources)
+    return held, indexed
+
+
+def _refresh(pins: Pins, configs: list[ServerConfig], limit: int | None, on_done: Progress | None) -> list[Refreshed]:
+    states = {cfg.name: pins.server_state(cfg) for cfg in configs}
     results: dict[str, Refreshed] = {}
     for cfg in configs:
         if states[cfg.name] != "approved":
@@ -154,15 +185,16 @@ def refresh(configs: list[ServerConfig], limit: int | None = None, on_done: Prog
 
     def recorded(probe: Probe) -> None:
         if probe.ok and probe.listing is not None:
-            catalogue.save_server(probe.name, **probe.listing)
+            held, indexed = record_listing(pins, probe.name, probe.listing, probe.resources)
             item = Refreshed(probe.name, "ok", probe.tool_count, probe.init_seconds)
+            item.held, item.resources_indexed = sorted(held), indexed
         else:
             item = Refreshed(probe.name, "failed", error=probe.error, stderr_tail=probe.stderr_tail)
         results[probe.name] = item
         if on_done is not None:
             on_done(probe.name, probe.ok, summary(probe))
 
-    probe_servers([c for c in configs if c.name not in results], limit, recorded)
+    probe_servers([c for c in configs if c.name not in results], limit, recorded, read_resources=True)
     return [results[cfg.name] for cfg in configs]
 
 

@@ -17,13 +17,15 @@ from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture
 
 FAULTY = Path(__file__).parent / "fixtures" / "faulty_server.py"
+RESOURCES = Path(__file__).parent / "fixtures" / "resource_server.py"
 CANARY = "canary-secret-value-81f3"
 
 
-def add_faulty(home: Path, name: str, mode: str, env: dict[str, str] | None = None) -> None:
-    cfg = registry.ServerConfig(
-        name=name, command=sys.executable, args=[str(FAULTY), "--mode", mode], timeout=10.0, env=env or {}
-    )
+def add_faulty(
+    home: Path, name: str, mode: str, env: dict[str, str] | None = None, args: list[str] | None = None
+) -> None:
+    argv = [str(FAULTY), "--mode", mode, *(args or [])]
+    cfg = registry.ServerConfig(name=name, command=sys.executable, args=argv, timeout=10.0, env=env or {})
     registry.add_server(cfg, path=home / "coffer.toml")
 
 
@@ -159,6 +161,36 @@ def test_refresh_rewrites_the_snapshot(cli: CliRunner, coffer_home: Path) -> Non
     listed = {s["name"]: s for s in json.loads(run_cli(cli, "list", "--json").stdout)["servers"]}
     assert listed["gamma"]["tools"] == {"enabled": 10, "total": 10}
     assert listed["alpha"]["tools"]["total"] == 10
+
+
+def test_refresh_pins_tools_and_indexes_resources(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:
+    """A refresh records listings with the pins (a rug pull shows in `coffer diff` at once) and re-indexes resources."""
+    registry.add_server(registry.ServerConfig(name="res", command=sys.executable, args=[str(RESOURCES)]))
+    update = tmp_path / "upstream-updated"
+    add_faulty(coffer_home, "rug", "rugpull", args=["--mutated-if", str(update)])
+
+    rows = {r["name"]: r for r in json.loads(run_cli(cli, "refresh", "--json").stdout)["servers"]}
+    assert rows["res"]["status"] == rows["rug"]["status"] == "ok"
+    assert rows["res"]["resources_indexed"] == 3  # the PNG and the unreadable resource are skipped
+    assert rows["rug"]["resources_indexed"] == 0 and rows["rug"]["held"] == []
+    ask = json.loads(run_cli(cli, "ask", "how do I roll back a bad production deploy?", "--json").stdout)
+    assert ask["passages"][0]["source"] == {"type": "resource", "server": "res", "uri": "docs://runbook"}
+
+    update.touch()  # the upstream updated itself: the next start serves a different echo and a new tool
+    result = run_cli(cli, "refresh", "rug")
+    assert "rug: held until approved (changed or new): rug__echo; see `coffer diff rug`" in result.stderr
+    diff = json.loads(run_cli(cli, "diff", "rug", "--json").stdout)
+    (echo,) = diff["tools"]
+    assert echo["name"] == "rug__echo" and echo["state"] == "held" and "evil.example" in echo["diff"]
+    assert diff["events"][0]["event"] == "held_changed"
+    found = json.loads(run_cli(cli, "search", "echo text", "--json", "-k", "20").stdout)
+    names = {t["name"] for t in found["tools"]}
+    assert "rug__echo" not in names and "res__echo" in names  # held: not searchable either
+    assert "rug__steal_data" in {t.name for t in catalogue.server_tools(catalogue.load_snapshot(), "rug")}
+
+    run_cli(cli, "approve", "rug__echo")
+    rows = {r["name"]: r for r in json.loads(run_cli(cli, "refresh", "--json").stdout)["servers"]}
+    assert rows["rug"]["held"] == [] and json.loads(run_cli(cli, "diff", "rug", "--json").stdout)["tools"] == []
 
 
 def test_refresh_errors(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:

@@ -1,32 +1,33 @@
-"""Knowledge from a real upstream: the resource fixture server over stdio, read with a real ClientSession."""
+"""Knowledge from a real upstream: the resource fixture server over stdio, read by `Upstream.text_resources`
+(the one reader, used by the gateway and by `coffer refresh`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import anyio
-from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from coffer import memory
+from coffer.pool import Pool
+from coffer.registry import ServerConfig
+from coffer.upstream import State
 from tests.conftest import FIXTURES, PYTHON
 
 RESOURCE_SERVER = FIXTURES / "resource_server.py"
 
 
-async def _fetch(tmp_path: Path) -> list[tuple[str, str, str]]:
-    params = StdioServerParameters(command=PYTHON, args=[str(RESOURCE_SERVER)])
-    with (tmp_path / "upstream.stderr").open("w") as errlog, anyio.fail_after(30):
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            # resources the gateway already listed (wire dicts) are read without listing again
-            listed = [{"uri": "docs://oncall", "name": "oncall"}, {"uri": "docs://logo.png"}, {"uri": "docs://broken"}]
-            pre = await memory.fetch_text_resources(session, "res", listed=listed)
-            assert [(uri, name) for uri, name, _ in pre] == [("docs://oncall", "oncall")]
-            return await memory.fetch_text_resources(session, "res")
+async def _read(cfg: ServerConfig) -> list[tuple[str, str, str]]:
+    """Start the server as the gateway does, list it, read its text resources, stop it."""
+    async with Pool(limit=1) as pool:
+        pool.sync([cfg])
+        up = pool.upstreams[cfg.name]
+        await up.wait_settled(30)
+        assert up.state is State.READY, up.last_error
+        return await up.text_resources()
 
 
-def test_fixture_resources_are_indexed_and_answered(coffer_home: Path, tmp_path: Path) -> None:
-    items = anyio.run(_fetch, tmp_path)
+def test_fixture_resources_are_indexed_and_answered(coffer_home: Path) -> None:
+    items = anyio.run(_read, ServerConfig(name="res", command=PYTHON, args=[str(RESOURCE_SERVER)]))
     # all three pages were walked; the PNG blob and the resource that fails to read are skipped
     assert [(uri, name) for uri, name, _ in items] == [
         ("docs://runbook", "runbook"),
@@ -55,18 +56,10 @@ def test_fixture_resources_are_indexed_and_answered(coffer_home: Path, tmp_path:
     assert cluster["passages"][0]["source"]["uri"] == "docs://glossary"
 
 
-def test_server_without_resources_gives_nothing(tmp_path: Path) -> None:
-    """A server that declares no resources capability is not asked to list any."""
-
-    async def run() -> list[tuple[str, str, str]]:
-        params = StdioServerParameters(command=PYTHON, args=["-c", _TOOLS_ONLY])
-        with (tmp_path / "e.log").open("w") as errlog, anyio.fail_after(30):
-            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
-                init = await session.initialize()
-                assert init.capabilities.resources is None
-                return await memory.fetch_text_resources(session, "tools-only")
-
-    assert anyio.run(run) == []
+def test_server_without_resources_gives_nothing() -> None:
+    """A server that declares no resources capability is not asked to list any, so nothing is read."""
+    cfg = ServerConfig(name="tools-only", command=PYTHON, args=["-c", _TOOLS_ONLY])
+    assert anyio.run(_read, cfg) == []
 
 
 _TOOLS_ONLY = """

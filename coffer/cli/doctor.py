@@ -75,13 +75,22 @@ def _show(report: object) -> None:
         render.say(f"{len(report.failed)} server(s) need attention: {', '.join(report.failed)}")
 
 
+def _details(r: object) -> str:
+    from coffer.doctor import Refreshed
+
+    assert isinstance(r, Refreshed)
+    if r.error:
+        return r.error
+    return f"{r.resources_indexed} text resource(s) indexed" if r.resources_indexed else ""
+
+
 @app.command()
 def refresh(
     servers: Annotated[list[str] | None, typer.Argument(help="Servers to refresh (default: all enabled).")] = None,
     jobs: JobsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Start servers once and rewrite their entries in the catalogue snapshot (what `search` and `serve` read)."""
+    """Start servers once: rewrite their catalogue entries, pin their tools, re-index their text resources."""
     from coffer import doctor as doc
     from coffer import paths
 
@@ -99,13 +108,17 @@ def refresh(
         render.table(
             ["server", "result", "tools", "start", "details"],
             [
-                (r.name, r.status, "-" if r.tools is None else r.tools, _seconds(r.init_seconds), r.error or "")
+                (r.name, r.status, "-" if r.tools is None else r.tools, _seconds(r.init_seconds), _details(r))
                 for r in results
             ],
         )
         for r in failed:
             for line in r.stderr_tail:
                 render.say(f"{r.name}: | {line}")
+        for r in results:
+            if r.held:
+                held = ", ".join(r.held)
+                render.warn(f"{r.name}: held until approved (changed or new): {held}; see `coffer diff {r.name}`")
         render.say(f"refreshed {len(results) - len(failed)} of {len(results)} server(s) into {paths.snapshot_path()}")
     if failed:
         raise typer.Exit(1)
