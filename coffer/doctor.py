@@ -1,10 +1,11 @@
-"""`coffer doctor` and `coffer refresh`: start upstreams once, see what they serve, then report or record it.
+"""`coffer doctor`, `coffer refresh` and `coffer add`'s probe: start upstreams once, see what they serve,
+then report or record it.
 
-Both go through `coffer.pool` (the one way Coffer starts upstreams: bounded concurrency, drained stderr,
-process-group stop), and neither starts a server whose launch config the user has not approved, the
-same rule `coffer serve` follows. `doctor` writes nothing; `refresh` rewrites the catalogue snapshot
-of each server that listed, records the listing with `Pins.observe` (so a changed tool is held and
-`coffer diff` shows it at once) and re-indexes the server's text resources for `coffer__ask`; a server
+All go through `coffer.pool` (the one way Coffer starts upstreams: bounded concurrency, drained stderr,
+process-group stop), and none starts a server whose launch config the user has not approved, the
+same rule `coffer serve` follows. `doctor` writes nothing. `refresh` and `add` record each listing with
+`record_listing`: the catalogue snapshot entry, `Pins.observe` (so a changed tool is held and
+`coffer diff` shows it at once) and the server's text resources re-indexed for `coffer__ask`; a server
 that failed keeps its last good entry and index.
 """
 
@@ -172,6 +173,25 @@ def record_listing(
     held = pins.observe(name, catalogue.build_tools(name, listing.get("tools") or []))
     indexed = None if resources is None else memory.index_resources(name, resources)
     return held, indexed
+
+
+def probe_and_record(cfg: ServerConfig) -> dict[str, int]:
+    """`coffer add`'s check: start the new server once and record what it serves, as `refresh` does.
+
+    Its first listing becomes the tools' pinned baseline. Returns counts per kind; raises UpstreamError
+    (with the last stderr line) when it cannot be listed.
+    """
+    from coffer.errors import UpstreamError
+    from coffer.pinning import Pins
+
+    with Pins.open() as pins:
+        if pins.server_state(cfg) != "approved":
+            raise UpstreamError(f"{cfg.name}: {NOT_APPROVED.format(cfg.name)}")
+        (probe,) = probe_servers([cfg], 1, read_resources=True)
+        if not probe.ok or probe.listing is None:
+            raise UpstreamError(f"{cfg.name}: {probe.error}")
+        record_listing(pins, cfg.name, probe.listing, probe.resources)
+    return {kind: len(items) for kind, items in probe.listing.items()}
 
 
 def _refresh(pins: Pins, configs: list[ServerConfig], limit: int | None, on_done: Progress | None) -> list[Refreshed]:

@@ -134,7 +134,7 @@ class Pool:
 
 
 async def probe(cfg: ServerConfig, timeout: float | None = None) -> dict[str, list[dict[str, Any]]]:
-    """Start `cfg` once, list everything it serves, stop it. Used by `coffer add` and `coffer refresh`.
+    """Start `cfg` once, list everything it serves, stop it. For one-off checks and tests.
 
     Raises UpstreamError with the reason and the server's stderr tail when it cannot be listed.
     """
@@ -147,15 +147,3 @@ async def probe(cfg: ServerConfig, timeout: float | None = None) -> dict[str, li
     if listing is None:  # raised outside the pool, so it is not wrapped in an ExceptionGroup
         raise UpstreamError(f"{cfg.name}: {reason}")
     return listing.as_dict()
-
-
-def probe_and_save(cfg: ServerConfig) -> dict[str, int]:
-    """`coffer add`'s check: start the server once and record what it serves in the catalogue snapshot.
-
-    Returns counts per kind. Raises UpstreamError (with the stderr tail) when it cannot be listed.
-    """
-    from coffer import catalogue
-
-    lists = anyio.run(probe, cfg)
-    catalogue.save_server(cfg.name, **lists)
-    return {kind: len(items) for kind, items in lists.items()}

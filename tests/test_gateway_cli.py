@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -19,6 +20,11 @@ def test_add_probes_and_catalogues_the_tools(cli: CliRunner, coffer_home: Path) 
     assert snap is not None and "echo" in [t["name"] for t in snap.servers["alpha"].tools]
     listed = run_cli(cli, "list", "--json").stdout  # type: ignore[attr-defined]
     assert '"enabled": 10' in listed.replace(" ", "").replace('"enabled":10', '"enabled": 10')
+    # recorded as refresh records it: the listing is the pinned baseline, the readme is indexed
+    diff = json.loads(run_cli(cli, "diff", "alpha", "--json").stdout)  # type: ignore[attr-defined]
+    assert diff["tools"] == [] and [e["event"] for e in diff["events"]][:2] == ["baseline", "config_added"]
+    ask = json.loads(run_cli(cli, "ask", "where are the launch codes?", "--json").stdout)  # type: ignore[attr-defined]
+    assert ask["passages"][0]["source"] == {"type": "resource", "server": "alpha", "uri": "fixture://alpha/readme"}
 
 
 def test_add_no_probe_starts_nothing(cli: CliRunner, coffer_home: Path) -> None:

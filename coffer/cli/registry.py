@@ -63,11 +63,11 @@ def add(
 
 def _probe(cfg: registry.ServerConfig) -> None:
     """List the new server's tools into the catalogue; a failure keeps the registration and warns."""
+    from coffer.doctor import probe_and_record
     from coffer.errors import CofferError
-    from coffer.pool import probe_and_save
 
     try:
-        counts = probe_and_save(cfg)
+        counts = probe_and_record(cfg)
     except CofferError as exc:
         render.warn(f"registered, but could not list its tools yet: {exc}")
         return
