@@ -198,6 +198,19 @@ class Pins:
             self._event(cfg.name, None, "config_added" if fresh else "config_approved", row and row[0], new_hash)
         return True
 
+    def forget_server(self, server: str) -> bool:
+        """Drop a removed server's launch approval and tool pins, so a stale approval is never reused.
+
+        A later `coffer add` of the name starts fresh; a hand-added entry of it waits for approval. The
+        events stay as history (a `removed` event is added). Returns False when nothing was kept.
+        """
+        with self._write():
+            gone = self.db.execute("DELETE FROM trust_servers WHERE server = ?", [server]).rowcount
+            gone += self.db.execute("DELETE FROM trust_tools WHERE server = ?", [server]).rowcount
+            if gone:
+                self._event(server, None, "removed", None, None)
+        return bool(gone)
+
     def startable(self, reg: Registry) -> list[ServerConfig]:
         """The gateway's view of a (re-)read registry: apply `new_tools`, keep approved enabled servers."""
         try:

@@ -296,11 +296,24 @@ def _validate_maps(cfg: ServerConfig) -> None:
 
 
 def remove_server(name: str, path: Path | None = None) -> None:
+    """Remove a server and what Coffer keeps about it: launch approval and tool pins, catalogue entry
+    and indexed resources.
+
+    The approval goes before the entry is written away: a failure in between leaves the server
+    registered but unapproved (not started until `coffer approve`), never an approval to reuse.
+    """
+    from coffer import catalogue, memory
+    from coffer.pinning import Pins
+
     with edit(path) as doc:
         servers = doc.get("servers")
         if servers is None or name not in servers:
             raise NotFoundError(f"unknown server '{name}' (see `coffer list`)")
+        with Pins.open(new_tools="allow") as pins:  # the setting only matters when observing
+            pins.forget_server(name)
         del servers[name]
+    catalogue.drop_server(name)
+    memory.index_resources(name, [])
 
 
 def set_enabled(server: str, tool: str | None, enabled: bool, path: Path | None = None) -> bool:

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coffer import catalogue, registry
+from coffer import catalogue, memory, registry
 from coffer.pinning import Pins
 from tests.conftest import run_cli, subprocess_env
+
+RESOURCES = Path(__file__).parent / "fixtures" / "resource_server.py"
 
 
 def toml(home: Path) -> str:
@@ -174,6 +176,37 @@ def test_enable_disable_tools_against_catalogue(cli: CliRunner, coffer_home: Pat
     assert "disabled_tools" not in toml(coffer_home)
     run_cli(cli, "disable", "gh__unlisted", "--force")
     assert registry.load().servers["gh"].disabled_tools == ["unlisted"]
+
+
+def test_remove_forgets_everything_about_the_server(cli: CliRunner, coffer_home: Path) -> None:
+    """Catalogue entry, indexed resources, tool pins and the launch approval all go with the server."""
+    launch = ["--", sys.executable, str(RESOURCES)]
+    run_cli(cli, "add", "res", *launch)  # probed: snapshot, pinned baseline, resources indexed
+    assert "res" in catalogue.load_snapshot().servers  # type: ignore[union-attr]
+    assert memory.search("roll back a bad deploy", 5)["passages"][0]["source"]["server"] == "res"
+    cfg = registry.load().get("res")
+    with Pins.open(new_tools="allow") as pins:
+        assert pins.server_state(cfg) == "approved"
+        assert pins.db.execute("SELECT COUNT(*) FROM trust_tools WHERE server = 'res'").fetchone()[0] == 1
+
+    assert "removed 'res'" in run_cli(cli, "remove", "res").stderr
+    assert "res" not in catalogue.load_snapshot().servers  # type: ignore[union-attr]
+    assert memory.search("roll back a bad deploy", 5)["total_searched"] == 0
+    with Pins.open(new_tools="allow") as pins:
+        assert pins.server_state(cfg) == "new" and pins.held("res") == []
+        assert pins.db.execute("SELECT COUNT(*) FROM trust_tools WHERE server = 'res'").fetchone()[0] == 0
+        assert pins.events("res", limit=1)[0]["event"] == "removed"
+
+    # the same launch line written back by hand (or by an agent) finds no approval to reuse
+    with (coffer_home / "coffer.toml").open("a") as fh:
+        fh.write(f'\n[servers.res]\ncommand = "{sys.executable}"\nargs = ["{RESOURCES}"]\n')
+    assert json.loads(run_cli(cli, "diff", "res", "--json").stdout)["config"]["state"] == "new"
+    out = json.loads(run_cli(cli, "refresh", "res", "--json", code=1).stdout)["servers"]
+    assert out[0]["status"] == "unapproved"
+    run_cli(cli, "remove", "res")
+    run_cli(cli, "add", "res", *launch)  # `coffer add` again starts fresh: a new baseline
+    events = [e["event"] for e in json.loads(run_cli(cli, "diff", "res", "--json").stdout)["events"]]
+    assert events[:2] == ["baseline", "config_added"]
 
 
 def test_concurrent_add_processes_both_land(coffer_home: Path) -> None:

@@ -77,9 +77,8 @@ def _probe(cfg: registry.ServerConfig) -> None:
 
 @app.command()
 def remove(name: Annotated[str, typer.Argument(help="Server to remove.")]) -> None:
-    """Remove a server from the vault (its catalogue entry goes too)."""
+    """Remove a server from the vault, with its approval, pinned tools, catalogue entry and indexed resources."""
     registry.remove_server(name)
-    catalogue.drop_server(name)
     render.say(f"removed '{name}'")
 
 
