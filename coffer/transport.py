@@ -4,6 +4,14 @@ Why not the SDK's `stdio_client`: Coffer needs the child's pid to kill its whole
 quickly at shutdown, a stderr that is drained continuously into a bounded tail (a full 64 KB pipe
 hangs a child silently), and stdout lines that are not JSON-RPC dropped and counted instead of being
 handed to the session. Only `coffer.upstream` uses this module.
+
+On Linux each stdio child also dies with the gateway, even on `kill -9` (when no shutdown code runs):
+it is started through a small exec shim that sets PR_SET_PDEATHSIG(SIGKILL) and then execs the real
+program, keeping its pid and process group. Why a shim: `anyio.open_process` has no `preexec_fn`, and
+`preexec_fn` is documented as unsafe in a process with threads (the gateway has worker threads),
+while a watchdog process is one more thing that can itself be killed. The signal is tied to the
+*thread* that forked the child; asyncio forks on the event-loop thread, which lives as long as the
+pool that stops these children, so it never fires early.
 """
 
 from __future__ import annotations
@@ -11,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import stat
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -79,6 +89,37 @@ def _parse(line: bytes) -> SessionMessage | None:
         return None
 
 
+# Runs as `python -I -S -c _SHIM PARENT_PID PROGRAM ARGS...` and becomes PROGRAM (same pid).
+_SHIM = """\
+import ctypes, os, signal, sys
+ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):
+    os._exit(1)  # the gateway died before the prctl took effect
+for name in ("SIGPIPE", "SIGXFSZ"):  # ignored by Python at startup; exec would keep them ignored
+    signal.signal(getattr(signal, name), signal.SIG_DFL)
+try:
+    os.execv(sys.argv[2], sys.argv[2:])
+except OSError as exc:
+    os.write(2, ("coffer: cannot run %s: %s\\n" % (sys.argv[2], exc.strerror)).encode())
+    os._exit(127)
+"""
+
+
+def _dies_with_us(argv: list[str], cwd: str | None) -> list[str]:
+    """`argv` behind the PDEATHSIG shim on Linux; as it is elsewhere.
+
+    Raises FileNotFoundError or PermissionError, as spawning the program directly would, since
+    the shim itself always starts.
+    """
+    if sys.platform != "linux" or not sys.executable:
+        return argv
+    program = argv[0] if os.path.isabs(argv[0]) else os.path.join(cwd or os.getcwd(), argv[0])
+    mode = os.stat(program).st_mode  # FileNotFoundError, as Popen would raise
+    if stat.S_ISDIR(mode) or not os.access(program, os.X_OK):
+        raise PermissionError(13, "Permission denied", program)
+    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), program, *argv[1:]]
+
+
 def _killpg(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -123,7 +164,7 @@ async def stdio_pipe(
     `on_exit` runs once the child's stdout ends (it exited or closed stdout).
     """
     process = await anyio.open_process(
-        argv,
+        _dies_with_us(argv, cwd),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -356,24 +356,22 @@ async def test_hand_added_or_edited_servers_wait_for_approval(gw: ClientSession,
 # ---------------------------------------------------------------- cases that end the gateway
 
 
-def gateway_pid(home: Path) -> int:
-    (pid,) = processes(b"coffer\0serve", f"COFFER_HOME={home}\0".encode())
-    return pid
-
-
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
 async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signals) -> None:
     home = tmp_path / "vault"
-    setup_vault(home, {"good": ("ok", 30.0), "other": ("ok", 30.0)}, home / "events.txt")
+    servers = {"good": ("ok", 30.0), "other": ("ok", 30.0)}
+    if sig == signal.SIGKILL:  # no shutdown code runs: only the kernel (PR_SET_PDEATHSIG) can end this one
+        servers["stubborn"] = ("stubborn", 30.0)  # ignores stdin EOF and SIGTERM
+    setup_vault(home, servers, home / "events.txt")
     subreaper(True)
     try:
         with anyio.CancelScope() as scope:
             async with connect(home) as session:
                 await healthy(session)
-                assert (await call(session, "other__echo", {"text": "up"}))[0]
-                upstreams = fixture_processes(home)
-                assert len(upstreams) == 2
-                pid = gateway_pid(home)
+                for server in servers:
+                    assert (await call(session, f"{server}__echo", {"text": "up"}))[0]
+                assert len(fixture_processes(home)) == len(servers)
+                (pid,) = processes(b"coffer\0serve", f"COFFER_HOME={home}\0".encode())
 
                 async def sleeper(server: str) -> None:
                     await call(session, f"{server}__sleep", {"seconds": 60})

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+from pathlib import Path
 
 import anyio
 import mcp_types as types
@@ -11,7 +14,7 @@ import pytest
 from coffer.errors import UpstreamError
 from coffer.pool import Pool, StartGate, probe
 from coffer.registry import ServerConfig
-from coffer.transport import TAIL_BYTES
+from coffer.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
 from coffer.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
 from tests.fixtures.gateway_harness import FIXTURE
 
@@ -76,24 +79,44 @@ async def test_probe_failure_explains_with_the_stderr_tail() -> None:
         await probe(fixture_cfg("dead", "crash_start"))
 
 
-async def test_permanent_failures_are_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_permanent_failures_are_not_retried(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("COFFER_TEST_UNSET", raising=False)
     missing = ServerConfig(name="missing", command="coffer-no-such-program-xyz", timeout=5)
     secret = fixture_cfg("secret", env={"TOKEN": "${COFFER_TEST_UNSET}"}, timeout=5)
+    (tmp_path / "plain.txt").write_text("not a program\n")
+    gone = ServerConfig(name="gone", command=str(tmp_path / "nope"), timeout=5)  # paths skip the PATH lookup
+    plain = ServerConfig(name="plain", command=str(tmp_path / "plain.txt"), timeout=5)
     async with Pool() as pool:
-        pool.sync([missing, secret])
+        pool.sync([missing, secret, gone, plain])
         for name, reason in (
             ("missing", "command not found: coffer-no-such-program-xyz"),
             ("secret", "COFFER_TEST_UNSET"),
+            ("gone", f"command not found: {tmp_path / 'nope'}"),
+            ("plain", "permission denied running"),
         ):
             up = pool.upstreams[name]
             for _ in range(3):
                 with pytest.raises(UpstreamUnavailable, match=reason):
                     await up.ready_session(5)
             assert up.state is State.FAILED and up.spawns == 1
-        assert pool.upstreams["missing"].error_class == "spawn_enoent"
+        assert pool.upstreams["missing"].error_class == pool.upstreams["gone"].error_class == "spawn_enoent"
+        assert pool.upstreams["plain"].error_class == "spawn_eacces"
         assert pool.upstreams["secret"].error_class == "missing_secret"
         assert not pool.pids  # the secret-less server was never spawned
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death shim is Linux-only")
+async def test_stdio_children_start_with_default_signal_dispositions() -> None:
+    """The parent-death shim is Python, which ignores SIGPIPE; the program it becomes must not inherit that."""
+    pids: set[int] = set()
+    async with stdio_pipe(["/bin/sleep", "30"], child_env({}), None, StreamStats(), lambda: None, pids):
+        (pid,) = pids
+        with anyio.fail_after(10):
+            while not os.readlink(f"/proc/{pid}/exe").endswith("sleep"):  # the shim has exec'd
+                await anyio.sleep(0.01)
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        assert not int(status["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1))
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
 async def test_env_is_what_the_registry_declares(monkeypatch: pytest.MonkeyPatch) -> None:
