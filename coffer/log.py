@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sqlite_utils import Migrations
 
 from coffer.errors import UsageError
+from coffer.store import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -127,23 +128,11 @@ _INSERT = (
 )
 
 
-@contextlib.contextmanager
-def _immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A write transaction that takes the lock up front (waiting out the busy timeout), not mid-way."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.rollback()
-        raise
-    conn.execute("COMMIT")
-
-
 def migrate(db: sqlite_utils.Database) -> None:
-    """Apply pending log migrations under one write lock, so concurrent openers never race."""
-    if MIGRATIONS.pending(db):
-        with _immediate(db.conn):
-            MIGRATIONS.apply(db)  # re-reads what is applied now that we hold the lock
+    """Bring the log's tables up to date (safe with concurrent openers)."""
+    from coffer.store import migrate as apply
+
+    apply(db, MIGRATIONS)
 
 
 def open_log(path: Path | None = None, *, check_same_thread: bool = True) -> sqlite_utils.Database:
@@ -175,7 +164,7 @@ def prune(db: sqlite_utils.Database, max_age_days: float, *, now: float | None =
     if max_age_days > 0:
         cutoff = now - max_age_days * 86_400
         while True:
-            with _immediate(conn):
+            with immediate(conn):
                 cur = conn.execute(
                     "DELETE FROM calls WHERE id IN (SELECT id FROM calls WHERE ts < ? ORDER BY ts LIMIT 5000)",
                     (cutoff,),
@@ -183,7 +172,7 @@ def prune(db: sqlite_utils.Database, max_age_days: float, *, now: float | None =
             deleted += cur.rowcount
             if cur.rowcount < 5000:
                 break
-        with _immediate(conn):
+        with immediate(conn):
             conn.execute("INSERT OR REPLACE INTO log_meta (key, value) VALUES ('last_prune', ?)", (str(now),))
     return deleted
 
@@ -319,7 +308,7 @@ class CallLog:
         conn = db.conn
         for attempt in range(WRITE_ATTEMPTS):
             try:
-                with _immediate(conn):
+                with immediate(conn):
                     conn.executemany(_INSERT, rows)
                 self.written += len(rows)
                 return True

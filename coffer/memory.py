@@ -9,13 +9,12 @@ prompt fences passages as data under an unguessable delimiter, and results say t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import re
 import secrets
-import sqlite3
-import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -69,30 +68,15 @@ def _m001(db: sqlite_utils.Database) -> None:
 def _connect() -> Iterator[sqlite_utils.Database]:
     db = store.open_db()
     try:
-        deadline = time.monotonic() + store.BUSY_TIMEOUT_MS / 1000
-        while MIGRATIONS.pending(db):
-            try:  # under the write lock, so two processes opening a fresh file never both apply one
-                with _write(db):
-                    MIGRATIONS.apply(db)
-            except sqlite3.OperationalError:  # a fresh file still being set up by another process
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        store.migrate(db, MIGRATIONS)
         yield db
     finally:
         db.conn.close()
 
 
-@contextmanager
-def _write(db: sqlite_utils.Database) -> Iterator[None]:
+def _write(db: sqlite_utils.Database) -> contextlib.AbstractContextManager[object]:
     """One write transaction, taken up front so concurrent writers queue on busy_timeout."""
-    db.conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        db.conn.rollback()
-        raise
-    db.conn.commit()
+    return store.immediate(db.conn)
 
 
 def _now() -> str:

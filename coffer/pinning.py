@@ -47,6 +47,7 @@ from coffer.pinhash import (
     tool_hash,
     unified,
 )
+from coffer.store import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -106,7 +107,7 @@ class Pins:
     @classmethod
     def open(cls, path: Path | None = None, *, new_tools: str | None = None) -> Pins:
         """Open coffer.db's trust tables; `new_tools` defaults to the registry's `[settings]`."""
-        from coffer.store import open_db
+        from coffer.store import migrate, open_db
 
         if new_tools is None:
             from coffer import registry
@@ -115,9 +116,8 @@ class Pins:
         elif new_tools not in NEW_TOOLS:
             raise RegistryError(f"new_tools must be 'allow' or 'hold', not {new_tools!r}")
         pins = cls(open_db(path, check_same_thread=False), new_tools)
-        if MIGRATIONS.pending(pins.db):
-            with pins._write():
-                MIGRATIONS.apply(pins.db)  # re-checks under the write lock, so concurrent openers never race
+        with pins._lock:
+            migrate(pins.db, MIGRATIONS)
         return pins
 
     def close(self) -> None:
@@ -353,14 +353,8 @@ class Pins:
     def _write(self) -> Iterator[None]:
         """`BEGIN IMMEDIATE` ... COMMIT: take the write lock up front, so read-modify-write never races."""
         with self._lock:
-            conn = self.db.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with immediate(self.db.conn):
                 yield
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.execute("COMMIT")
             self._cache = None  # our own commits do not change data_version
 
     def _insert(

@@ -7,7 +7,11 @@ so a newer Coffer upgrades an older file in place and an older Coffer never sees
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,14 +19,13 @@ from coffer import paths
 
 if TYPE_CHECKING:
     import sqlite_utils
+    from sqlite_utils import Migrations
 
 BUSY_TIMEOUT_MS = 10_000
 
 
 def open_db(path: Path | None = None, *, check_same_thread: bool = True) -> sqlite_utils.Database:
     """Open (creating 0600 if new) coffer.db with WAL and a busy timeout."""
-    import sqlite3
-
     import sqlite_utils
 
     path = path or paths.db_path()
@@ -41,3 +44,37 @@ def open_db(path: Path | None = None, *, check_same_thread: bool = True) -> sqli
         if side.exists():
             os.chmod(side, 0o600)
     return db
+
+
+@contextlib.contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction that takes the lock up front (waiting out busy_timeout), not mid-way.
+
+    Every read-modify-write in coffer.db goes through this, so concurrent `coffer serve` processes queue
+    instead of failing with "database is locked" when a deferred transaction tries to upgrade.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.execute("COMMIT")
+
+
+def migrate(db: sqlite_utils.Database, migrations: Migrations) -> None:
+    """Apply a part's pending migrations under one write lock.
+
+    sqlite-utils' `Migrations.apply` is not safe when two processes open a fresh file at once (a
+    duplicate migration record, or "database is locked" while the other creates its tables), so apply
+    re-checks under `BEGIN IMMEDIATE`, retrying until the busy timeout runs out.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while migrations.pending(db):
+        try:
+            with immediate(db.conn):
+                migrations.apply(db)  # re-reads what is applied now that we hold the lock
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
