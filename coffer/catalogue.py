@@ -207,6 +207,11 @@ def curate(registry: Registry, pins: Pins | None, server: str, tools: Iterable[C
     return sorted((t for t in tools if refusal(registry, pins, server, t.tool, t.name) is None), key=lambda t: t.name)
 
 
+def visible_servers(registry: Registry, pins: Pins | None) -> list[str]:
+    """Servers whose tools and knowledge an agent may see: enabled and launch-approved."""
+    return [cfg.name for cfg in registry.enabled_servers() if refusal(registry, pins, cfg.name) is None]
+
+
 def visible_tools(registry: Registry, snapshot: Snapshot | None, pins: Pins | None) -> list[CatalogueTool]:
     """The snapshot's tools an agent may see (see `refusal`), sorted by exposed name (deterministic order)."""
     out: list[CatalogueTool] = []

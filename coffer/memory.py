@@ -339,6 +339,21 @@ def grounded_prompt(question: str, passages: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def search_vault(question: str, top_k: int = 5) -> dict[str, Any]:
+    """`coffer ask`: `search` over notes and the knowledge of servers an agent may see.
+
+    A disabled server, or one whose launch config is not approved (coffer.pinning), contributes nothing,
+    exactly as in the gateway's `coffer__ask`.
+    """
+    from coffer import catalogue, registry
+    from coffer.pinning import Pins
+
+    reg = registry.load()
+    with Pins.open(new_tools="allow") as pins:  # read only
+        servers = catalogue.visible_servers(reg, pins)
+    return search(question, top_k, servers=servers)
+
+
 async def answer(
     question: str,
     top_k: int = 5,

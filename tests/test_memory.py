@@ -261,7 +261,7 @@ def test_concurrent_writers_lose_nothing(coffer_home: Path) -> None:
     assert all(n.passages == 1 for n in notes)
 
 
-def test_cli_ask_searches_only_enabled_servers_knowledge(cli: CliRunner) -> None:
+def test_cli_ask_searches_only_visible_servers_knowledge(cli: CliRunner, coffer_home: Path) -> None:
     memory.index_resources("res", [("docs://runbook", "runbook", "Rollbacks run `make rollback` on the bastion.")])
 
     def resource_uris() -> list[str]:
@@ -272,6 +272,13 @@ def test_cli_ask_searches_only_enabled_servers_knowledge(cli: CliRunner) -> None
     assert resource_uris() == ["docs://runbook"]
     run_cli(cli, "disable", "res")
     assert resource_uris() == []
+    run_cli(cli, "enable", "res")
+    assert resource_uris() == ["docs://runbook"]
+    toml = coffer_home / "coffer.toml"  # a hand edit of the launch config: unapproved until `coffer approve`
+    toml.write_text(toml.read_text().replace('"server.py"', '"other.py"'))
+    assert resource_uris() == []
+    run_cli(cli, "approve", "res")
+    assert resource_uris() == ["docs://runbook"]
 
 
 def test_ask_eval_does_not_regress(coffer_home: Path) -> None:

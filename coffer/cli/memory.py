@@ -98,10 +98,9 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Find the passages of notes and upstream resources that answer a question (offline, no model)."""
-    from coffer import memory, registry
+    from coffer import memory
 
-    enabled = [s.name for s in registry.load().enabled_servers()]
-    result = memory.search(question, top_k, servers=enabled)
+    result = memory.search_vault(question, top_k)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, **result})
         return
