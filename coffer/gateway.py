@@ -1,12 +1,14 @@
 """The gateway: one MCP server (the SDK's lowlevel `Server`) over every enabled upstream.
 
 It merges tools and prompts as `<server>__<name>` (names from `catalogue.build_tools`), passes
-resources and templates through with their owner recorded for routing, and routes tools/call,
-prompts/get and resources/read. The first tools/list comes from the catalogue snapshot, so a host
-with a 10 s start budget never waits for slow upstreams; every live listing replaces the snapshot's
-entry, is written back to it, and is announced to the host with list_changed. Hosts keep the list
-they got at start, so curation is decided again at call time by `refusal()`. Every tools/call,
-built-ins included, passes through `_record()`, which times it and writes the invocation log.
+resources and templates through with their owner recorded for routing, and routes tools/call
+(prompts/get, resources/read and completion/complete in `coffer.routes`; what upstreams ask of the
+host, sampling, elicitation, roots and logs, in `coffer.relay`). The first tools/list comes from the
+catalogue snapshot, so a host with a 10 s start budget never waits for slow upstreams; every live
+listing replaces the snapshot's entry, is written back to it, and is announced to the host with
+list_changed. Hosts keep the list they got at start, so curation is decided again at call time by
+`refusal()`. Every tools/call, built-ins included, passes through `_record()`, which times it and
+writes the invocation log.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,13 +28,15 @@ from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from coffer import __version__, builtins, catalogue, paths, registry
+from coffer import __version__, builtins, catalogue, paths, registry, routes
 from coffer.builtins import ASK, BUILTIN, SEARCH, CallFailure, text_result
 from coffer.catalogue import CatalogueTool, build_tools
 from coffer.errors import CofferError, RegistryError
 from coffer.merge import Merged, merge
 from coffer.pool import START_SLOTS, Pool
 from coffer.redact import scrub
+from coffer.relay import Relay
+from coffer.routes import for_era
 from coffer.upstream import KINDS, Upstream, UpstreamUnavailable
 
 if TYPE_CHECKING:
@@ -54,16 +59,6 @@ class _Call:
     tool: str
 
 
-def _for_era(ctx: Any, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
-    """Add the envelope 2026-07-28 results require (typed results get it from their defaults, dicts don't)."""
-    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        return result
-    envelope: dict[str, Any] = {"resultType": "complete"}
-    if cacheable:  # never cached: upstreams come and go and curation changes under the host
-        envelope |= {"ttlMs": 0, "cacheScope": "private"}
-    return envelope | result
-
-
 class Gateway:
     """State behind `coffer serve`: the registry (re-read when it changes), the listings, the pool."""
 
@@ -73,17 +68,19 @@ class Gateway:
         calllog: CallLog | None = None,
         start_limit: int = START_SLOTS,
         discovery_budget: float = DISCOVERY_BUDGET_S,
+        host_wait: float | None = None,
     ) -> None:
+        """`host_wait`: how long upstream handshakes wait for the host's capabilities (None: many hosts)."""
         self.calllog = calllog
         self.discovery_budget = discovery_budget
-        self.pool = Pool(limit=start_limit, on_listing=self._on_listing)
+        self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.relay)
+        self.pool = Pool(limit=start_limit, on_listing=self._on_listing, relay=self.relay)
         self.registry = registry.Registry(path=paths.registry_path())
         self._reg_stamp: tuple[int, int, int] | None = None
         self._lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self._live: set[str] = set()
         self._version = 0
         self._merged: tuple[int, Merged] | None = None
-        self._sessions: list[Any] = []
         self._snapshot_lock = anyio.Lock()
         self._started_at = 0.0
         self._builtins = builtins.tool_definitions()
@@ -208,12 +205,12 @@ class Gateway:
             senders.append("send_prompt_list_changed")
         if changed & {"resources", "resource_templates"}:
             senders.append("send_resource_list_changed")
-        for session in list(self._sessions):
+        for session in list(self.relay.hosts):
             for sender in senders:
                 try:
                     await getattr(session, sender)()
                 except Exception:  # a host that went away must not break the others
-                    self._sessions.remove(session)
+                    self.relay.drop_host(session)
                     break
 
     async def _index_resources(self, up: Upstream) -> None:
@@ -236,12 +233,14 @@ class Gateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_list_prompts=self._list_prompts,
-            on_get_prompt=self._get_prompt,
+            on_get_prompt=partial(routes.get_prompt, self),
             on_list_resources=self._list_resources,
             on_list_resource_templates=self._list_templates,
-            on_read_resource=self._read_resource,
+            on_read_resource=partial(routes.read_resource, self),
+            on_completion=partial(routes.complete, self),
         )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
+        server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, self._on_roots)
         server.middleware = []  # the default OpenTelemetry span is a no-op without an exporter, but not free
         return server
 
@@ -251,31 +250,35 @@ class Gateway:
 
     async def _on_initialized(self, ctx: Any, params: Any) -> None:
         if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            self._sessions.append(ctx.session)  # kept for list_changed, valid for the whole connection
+            self.relay.add_host(ctx.session)  # kept for list_changed and relaying, valid for the whole connection
+
+    async def _on_roots(self, ctx: Any, params: Any) -> None:
+        await self.relay.roots_changed(up.session for up in list(self.pool.upstreams.values()) if up.session)
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
         self.current_registry()
         await self._await_discovery()
-        return _for_era(ctx, {"tools": self.merged().tools_result}, cacheable=True)
+        return for_era(ctx, {"tools": self.merged().tools_result}, cacheable=True)
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.current_registry()
         await self._await_discovery()
-        return _for_era(ctx, {"prompts": self.merged().prompts_result}, cacheable=True)
+        return for_era(ctx, {"prompts": self.merged().prompts_result}, cacheable=True)
 
     async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.current_registry()
         await self._await_discovery()
-        return _for_era(ctx, {"resources": self.merged().resources_result}, cacheable=True)
+        return for_era(ctx, {"resources": self.merged().resources_result}, cacheable=True)
 
     async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.current_registry()
         await self._await_discovery()
-        return _for_era(ctx, {"resourceTemplates": self.merged().templates_result}, cacheable=True)
+        return for_era(ctx, {"resourceTemplates": self.merged().templates_result}, cacheable=True)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = _Call(server="?", tool=params.name)
-        return _for_era(ctx, await self._record(ctx, call, lambda: self._route_tool(ctx, params, call)))
+        return for_era(ctx, await self._record(ctx, call, lambda: self._route_tool(ctx, params, call)))
 
     async def _record(self, ctx: Any, call: _Call, run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """Run one tools/call, turn failures into isError results, and log who/what/how long/outcome."""
@@ -339,7 +342,8 @@ class Gateway:
             )
         request = types.CallToolRequest(params=types.CallToolRequestParams(name=entry.tool, arguments=params.arguments))
         try:
-            return await up.request(request, progress=self._progress(ctx))
+            with self.relay.origin(entry.server, ctx):  # what the upstream asks meanwhile goes to this host
+                return await up.request(request, progress=self._progress(ctx))
         except UpstreamUnavailable as exc:
             raise CallFailure("error", "unavailable", str(exc)) from exc
         except MCPError as exc:
@@ -378,42 +382,3 @@ class Gateway:
             await ctx.session.report_progress(progress, total, message)
 
         return forward
-
-    # ------------------------------------------------------------------ prompts and resources
-
-    async def _get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> dict[str, Any]:
-        self.current_registry()
-        entry = self.merged().prompts.get(params.name)
-        if entry is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt '{params.name}'")
-        reason = self.refusal(entry.server)
-        if reason is not None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused prompt {params.name}: {reason}")
-        request = types.GetPromptRequest(
-            params=types.GetPromptRequestParams(name=entry.tool, arguments=params.arguments)
-        )
-        return _for_era(ctx, await self._forward(entry.server, request))
-
-    async def _read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> dict[str, Any]:
-        self.current_registry()
-        uri = str(params.uri)
-        m = self.merged()
-        server = m.uri_owner.get(uri)
-        if server is None:
-            server = next((s for s, tpl in m.templates if tpl.match(uri) is not None), None)
-        if server is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
-        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
-        return _for_era(ctx, await self._forward(server, request), cacheable=True)
-
-    async def _forward(self, server: str, request: Any) -> dict[str, Any]:
-        up = self.pool.get(server)
-        reason = self.refusal(server)
-        if up is None or reason is not None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused: {reason or 'server not running'}")
-        try:
-            return await up.request(request)
-        except UpstreamUnavailable as exc:
-            raise MCPError(code=types.INTERNAL_ERROR, message=scrub(str(exc))) from exc
-        except MCPError as exc:
-            raise MCPError(code=exc.code, message=scrub(f"{server}: {exc.message}"), data=exc.data) from exc

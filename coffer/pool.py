@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -17,6 +17,9 @@ import anyio.abc
 from coffer.errors import UpstreamError
 from coffer.registry import ServerConfig
 from coffer.upstream import State, Upstream
+
+if TYPE_CHECKING:
+    from coffer.relay import Relay
 
 # Measured on the 2-core dev box, 16 SDK upstreams (python bench/bench_gateway.py --starts --start-servers 16):
 #   1 at a time: first ready 0.67 s, all 10.6 s   2 at a time: first 0.64 s, all 5.1 s
@@ -80,13 +83,19 @@ class Pool:
     """Every upstream of one `coffer serve` (or one probe): bounded starts, one task group, clean stop."""
 
     def __init__(
-        self, *, limit: int = START_SLOTS, on_listing: Listener | None = None, slot_hold: float = SLOT_HOLD_S
+        self,
+        *,
+        limit: int = START_SLOTS,
+        on_listing: Listener | None = None,
+        slot_hold: float = SLOT_HOLD_S,
+        relay: Relay | None = None,
     ) -> None:
         self.gate = StartGate(limit)
         self.slot_hold = slot_hold
         self.upstreams: dict[str, Upstream] = {}
         self.pids: set[int] = set()
         self.on_listing = on_listing
+        self.relay = relay
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Pool:
@@ -104,6 +113,10 @@ class Pool:
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         assert self._tg is not None, "the pool is not running"
         self._tg.start_soon(fn, *args)
+
+    async def client_options(self, name: str) -> dict[str, Any]:
+        """Session callbacks that relay an upstream's requests to the host; none outside a gateway."""
+        return {} if self.relay is None else await self.relay.client_options(name)
 
     def listed(self, upstream: Upstream, kinds: frozenset[str]) -> None:
         if self.on_listing is not None:

@@ -23,6 +23,7 @@ from coffer.gateway import Gateway
 
 log = logging.getLogger("coffer.serve")
 STDIN_LINE_LIMIT = 64 * 1024 * 1024
+HOST_WAIT_S = 2.0  # an upstream's handshake waits at most this long for the host's (normally instant)
 
 
 class _StdinLines:
@@ -155,7 +156,8 @@ async def _main(http_port: int | None) -> None:
     from coffer.log import CallLog
 
     calllog = CallLog.open()
-    gateway = Gateway(calllog=calllog)
+    # stdio has one host: upstreams are told what it can take; HTTP hosts come and go (coffer.relay)
+    gateway = Gateway(calllog=calllog, host_wait=HOST_WAIT_S if http_port is None else None)
     try:
         async with gateway.running(), anyio.create_task_group() as tg:
             if http_port is None:

@@ -217,15 +217,9 @@ class Upstream:
                     self.pool.spawn(slot.release_after, self.pool.slot_hold)
                     async with AsyncExitStack() as stack:
                         read, write = await stack.enter_async_context(self._open(exited))
-                        session = await stack.enter_async_context(
-                            ClientSession(
-                                read,
-                                write,
-                                read_timeout_seconds=self.cfg.timeout,
-                                message_handler=self._on_message,
-                                client_info=CLIENT_INFO,
-                            )
-                        )
+                        opts = await self.pool.client_options(self.name)  # what the host lets us relay
+                        opts |= {"message_handler": self._on_message, "client_info": CLIENT_INFO}
+                        session = await stack.enter_async_context(ClientSession(read, write, self.cfg.timeout, **opts))
                         began = anyio.current_time()
                         init = await session.initialize()
                         listing = await self._list(session, KINDS)

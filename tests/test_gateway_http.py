@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -85,7 +86,7 @@ async def test_http_upstreams_with_header_secrets(
 
 
 async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
-    add_fixture(coffer_home, "alpha")
+    add_fixture(coffer_home, "alpha", "relay")
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "coffer", "serve", "--http", str(port)],
@@ -104,6 +105,19 @@ async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
             assert {"coffer__search_tools", "alpha__echo"} <= set(names)
             result = await session.call_tool("alpha__echo", {"text": "over http"})
             assert text(result) == "over http"
+            refused = await session.call_tool("alpha__ask_model")  # hosts vary here: decided per request
+            assert refused.is_error and "the client did not declare sampling" in text(refused), text(refused)
+
+        async def sampling(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+            reply = types.TextContent(type="text", text="sampled over http")
+            return types.CreateMessageResult(role="assistant", model="m", content=reply)
+
+        async with (  # the request rides the call's own response stream
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            ClientSession(read, write, sampling_callback=sampling) as session,
+        ):
+            await session.initialize()
+            assert text(await session.call_tool("alpha__ask_model")) == "model said: sampled over http"
         tree = descendants(proc.pid)
         assert tree
         os.kill(proc.pid, signal.SIGTERM)

@@ -1,0 +1,229 @@
+"""Server-to-client traffic from upstreams, relayed to the host whose call caused it.
+
+Upstreams may ask their client for `sampling/createMessage`, `elicitation/create` and `roots/list`,
+and send `notifications/message` logs. Nothing in such a message names the request it belongs to
+(JSON-RPC ids run per direction, and stdio has no stream to tie them), so the relay keeps, per
+upstream, the host requests Coffer has in flight on it. A request from the upstream goes to the host
+of those calls, scoped to the oldest one (on streamable HTTP it rides that call's response stream)
+and cancelled when that call ends; with no call in flight it goes on the standalone channel of the
+one connected host. Refused, with a reason the upstream can report: a host that did not declare
+the capability, a 2026-07-28 host (no server-to-client requests there), and a request that could
+belong to calls of two different hosts, which is never guessed.
+
+Upstreams are told only what the host declared (their capabilities are fixed at their handshake),
+so a server that falls back when its client cannot sample keeps doing so. `host_wait` bounds how
+long an upstream's handshake waits for the first host (stdio: the one host). When no host is known
+by then, or `host_wait` is None (HTTP serving, where hosts come and go), every relayable capability
+is declared and each request is decided on its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.connection import allowed_log_levels
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from coffer.redact import scrub, scrub_obj
+
+log = logging.getLogger("coffer.relay")
+
+
+@dataclass(eq=False)
+class _Origin:
+    """One host request in flight on an upstream, and the relayed requests waiting on its host."""
+
+    ctx: Any
+    pending: set[anyio.CancelScope] = field(default_factory=set)
+
+
+def _connection(session: Any) -> Any:
+    """The host connection behind a per-request `ServerSession` proxy (one per stdio host)."""
+    return getattr(session, "_connection", session)
+
+
+def _sampling_gap(caps: types.ClientCapabilities, params: types.CreateMessageRequestParams) -> str | None:
+    if caps.sampling is None:
+        return "the client did not declare sampling"
+    if params.tools and caps.sampling.tools is None:
+        return "the client did not declare tool use in sampling"
+    if params.include_context not in (None, "none") and caps.sampling.context is None:
+        return "the client did not declare sampling context"
+    return None
+
+
+def _elicitation_gap(caps: types.ClientCapabilities, params: types.ElicitRequestParams) -> str | None:
+    have = caps.elicitation
+    if have is None:
+        return "the client did not declare elicitation"
+    if params.mode == "url" and have.url is None:
+        return "the client did not declare URL elicitation"
+    if params.mode == "form" and have.form is None and have.url is not None:  # `{}` means form
+        return "the client did not declare form elicitation"
+    return None
+
+
+class Relay:
+    """Routes one gateway's upstream-to-host requests and logs; the pool asks it for session callbacks."""
+
+    def __init__(self, host_wait: float | None = None) -> None:
+        self.host_wait = host_wait
+        self.hosts: list[Any] = []  # legacy host sessions, kept from notifications/initialized
+        self._calls: dict[str, list[_Origin]] = {}
+        self._known = anyio.Event()
+        self._deadline: float | None = None
+        self._caps: types.ClientCapabilities | None = None  # what the first host can take
+
+    # ------------------------------------------------------------------ hosts and calls
+
+    def add_host(self, session: Any) -> None:
+        """A legacy host finished its handshake: its standalone channel can carry requests."""
+        self.hosts.append(session)
+        self.note_host(session)
+
+    def note_host(self, session: Any) -> None:
+        """The first host seen decides what upstreams are told (a modern one can take no requests)."""
+        if self._known.is_set():
+            return
+        modern = session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        self._caps = None if modern else (session.client_capabilities or types.ClientCapabilities())
+        self._known.set()
+
+    def drop_host(self, session: Any) -> None:
+        with contextlib.suppress(ValueError):
+            self.hosts.remove(session)
+
+    @contextlib.contextmanager
+    def origin(self, server: str, ctx: Any) -> Iterator[None]:
+        """Mark a host request as in flight on `server` while it runs."""
+        origin = _Origin(ctx)
+        calls = self._calls.setdefault(server, [])
+        calls.append(origin)
+        try:
+            yield
+        finally:
+            calls.remove(origin)
+            for scope in origin.pending:  # its host may never answer for a call that has ended
+                scope.cancel()
+
+    # ------------------------------------------------------------------ what upstreams are told
+
+    async def client_options(self, server: str) -> dict[str, Any]:
+        """`ClientSession` keyword arguments for `server`: callbacks for what the host can take."""
+        if self.host_wait is not None and not self._known.is_set():
+            now = anyio.current_time()
+            self._deadline = now + self.host_wait if self._deadline is None else self._deadline
+            with anyio.move_on_after(self._deadline - now):
+                await self._known.wait()
+        opts: dict[str, Any] = {"logging_callback": lambda params: self._log(server, params)}
+        everything = self.host_wait is None or not self._known.is_set()
+        caps = None if everything else self._caps
+        if everything or (caps is not None and caps.sampling is not None):
+            opts["sampling_callback"] = lambda ctx, params: self._sample(server, params)
+            if caps is not None:
+                opts["sampling_capabilities"] = caps.sampling
+        if everything or (caps is not None and caps.elicitation is not None):
+            opts["elicitation_callback"] = lambda ctx, params: self._elicit(server, params)
+        if everything or (caps is not None and caps.roots is not None):
+            opts["list_roots_callback"] = lambda ctx: self._roots(server)
+        return opts
+
+    # ------------------------------------------------------------------ relaying
+
+    def _target(self, server: str) -> tuple[Any, Any, _Origin | None] | str:
+        """(host session, related request id or None, origin) for a message from `server`, or why none."""
+        calls = self._calls.get(server) or []
+        if calls:
+            if len({id(_connection(o.ctx.session)) for o in calls}) > 1:
+                return "calls from more than one client are in flight on it"
+            first = calls[0]
+            return first.ctx.session, first.ctx.request_id, first
+        if len(self.hosts) == 1:
+            return self.hosts[0], None, None
+        return "no call of a client is in flight on it" if self.hosts else "no client is connected"
+
+    async def _ask(self, server: str, what: str, request: Any, result_type: Any, gap: Any) -> Any:
+        target = self._target(server)
+        if isinstance(target, str):
+            return _refused(what, server, target)
+        session, related, origin = target
+        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return _refused(what, server, "the client speaks 2026-07-28, where servers cannot ask it")
+        reason = gap(session.client_capabilities or types.ClientCapabilities())
+        if reason is not None:
+            return _refused(what, server, reason)
+        metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
+        with anyio.CancelScope() as scope:
+            if origin is not None:
+                origin.pending.add(scope)
+            try:
+                return await session.send_request(request, result_type, metadata=metadata)
+            except NoBackChannelError:
+                return _refused(what, server, "the client's connection cannot carry requests from the server")
+            except MCPError as exc:  # the host's own answer, e.g. the user declined
+                return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+            except (ValidationError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+                log.warning("could not relay %s from %s: %s", what, server, type(exc).__name__)
+                return types.ErrorData(code=types.INTERNAL_ERROR, message=f"coffer could not relay {what}")
+            finally:
+                if origin is not None:
+                    origin.pending.discard(scope)
+        return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the call that asked for {what} has ended")
+
+    async def _sample(self, server: str, params: types.CreateMessageRequestParams) -> Any:
+        result = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        request = types.CreateMessageRequest(params=params)
+        return await self._ask(server, "sampling", request, result, lambda caps: _sampling_gap(caps, params))
+
+    async def _elicit(self, server: str, params: types.ElicitRequestParams) -> Any:
+        request = types.ElicitRequest(params=params)
+        return await self._ask(
+            server, "elicitation", request, types.ElicitResult, lambda caps: _elicitation_gap(caps, params)
+        )
+
+    async def _roots(self, server: str) -> Any:
+        def gap(caps: types.ClientCapabilities) -> str | None:
+            return None if caps.roots is not None else "the client did not declare roots"
+
+        return await self._ask(server, "roots", types.ListRootsRequest(), types.ListRootsResult, gap)
+
+    async def _log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+        """Pass an upstream's log line on, named after its server, to the host it concerns."""
+        logger = f"{server}/{params.logger}" if params.logger else server
+        note = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(
+                level=params.level, logger=scrub(logger), data=scrub_obj(params.data)
+            )
+        )
+        if not self._calls.get(server):  # no call caused it: every legacy host hears it
+            for host in list(self.hosts):
+                with contextlib.suppress(Exception):  # a host that went away must not break the upstream
+                    await host.send_notification(note)
+            return
+        target = self._target(server)
+        if isinstance(target, str):
+            return  # it could belong to either of two hosts: dropped, never guessed
+        session, related, origin = target
+        assert origin is not None
+        if params.level in allowed_log_levels(session.protocol_version, origin.ctx.meta):
+            with contextlib.suppress(Exception):
+                await session.send_notification(note, related_request_id=related)
+
+    async def roots_changed(self, sessions: Iterable[Any]) -> None:
+        """The host's roots changed: tell every live upstream, so it asks again."""
+        for session in sessions:
+            with contextlib.suppress(Exception):
+                await session.send_notification(types.RootsListChangedNotification())
+
+
+def _refused(what: str, server: str, reason: str) -> types.ErrorData:
+    return types.ErrorData(code=types.INVALID_REQUEST, message=f"coffer did not relay {what} from '{server}': {reason}")
