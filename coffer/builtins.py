@@ -105,7 +105,8 @@ async def search_tools(visible: Sequence[CatalogueTool], catalogue_key: str, arg
 
     def rank() -> Any:
         docs = docs_from_tools(visible)
-        return cached_ranker(docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key).search(query, k)
+        ranker = cached_ranker(docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key, implied_needs=True)
+        return ranker.search(query, k)
 
     res = await anyio.to_thread.run_sync(rank)
     by_name = {t.name: t for t in visible}

@@ -12,6 +12,9 @@ from typer.testing import CliRunner
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PYTHON = sys.executable
+# A developer venv may have the optional MiniLM model and CI has not: rank as CI does, in this process
+# (module-scoped fixtures included) and in the subprocesses it starts. MiniLM tests ask for it by name.
+os.environ["COFFER_EMBEDDINGS"] = "wordllama"
 
 
 @pytest.fixture(autouse=True)

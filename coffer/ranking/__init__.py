@@ -49,10 +49,11 @@ def search_tools(
 ) -> RankResult:
     """Rank catalogue tools for `query`, reusing the built index while the catalogue is unchanged.
 
-    Raises UsageError when k < 1 or `mode` is unknown.
+    Needs the query implies but does not name ("save it to out/report.md": a file writer) get a place
+    in the results (coffer.ranking.implied). Raises UsageError when k < 1 or `mode` is unknown.
     """
     docs = docs_from_tools(tools)
-    return cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key).search(query, k)
+    return cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key, implied_needs=True).search(query, k)
 
 
 def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:

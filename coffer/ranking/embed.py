@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coffer.errors import CofferError
 
@@ -28,6 +28,15 @@ _TOKENIZER_FILE = ("tokenizers", "l2_supercat_tokenizer_config.json")
 _WEIGHTS_FILE = ("weights", "l2_supercat_256.safetensors")
 _TENSOR_KEY = "embedding.weight"
 _KEEP_CACHE_FILES = 8
+
+
+class Embedder(Protocol):
+    """What the ranker needs of an embedding model (wordllama's here, or the optional MiniLM)."""
+
+    model_id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 class ModelUnavailable(CofferError):
@@ -124,7 +133,7 @@ def texts_hash(model_id: str, texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def cached_vectors(model: EmbeddingModel, texts: Sequence[str], cache_dir: Path | None) -> np.ndarray:
+def cached_vectors(model: Embedder, texts: Sequence[str], cache_dir: Path | None) -> np.ndarray:
     """Vectors for `texts`, read from `cache_dir` when this exact text list was embedded before.
 
     The cache is derived data: an unreadable or stale file is recomputed, a failed write is ignored.

@@ -12,18 +12,25 @@ from typing import TYPE_CHECKING, Literal
 from coffer.errors import UsageError
 from coffer.ranking.bm25 import BM25Index, BM25Params
 from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
-from coffer.ranking.fuse import BM25_WEIGHT, top_k, weighted_fusion
+from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
+from coffer.ranking.implied import implied_queries
 from coffer.ranking.tokenize import expand_abbreviations, tokenize
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from coffer.ranking.embed import EmbeddingModel
+    from coffer.ranking.embed import Embedder, EmbeddingModel
 
 Mode = Literal["hybrid", "bm25", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "bm25", "semantic")
 # Weight of a doc's best single sentence against its whole-text vector in the semantic score.
 CHUNK_WEIGHT = 0.5
+# With the optional MiniLM model: hybrid = 0.2 BM25 + 0.3 wordllama + 0.5 MiniLM (each normalised as in
+# fuse.py), chosen on the metatool dev split only (see evals/README.md); "semantic" drops the BM25 part.
+MINILM_BM25_WEIGHT = 0.2
+MINILM_SHARE = 0.625  # of the semantic part: 0.5 / (0.3 + 0.5)
+# Where the best tool for an implied need goes when it is not already above that place (0-based).
+IMPLIED_SLOT = 2
 
 
 @dataclass(frozen=True)
@@ -60,12 +67,31 @@ class _SemanticIndex:
         return (1.0 - CHUNK_WEIGHT) * full + CHUNK_WEIGHT * best
 
 
+@dataclass
+class _DenseIndex:
+    """Whole-text vectors from the optional heavier model (no sentence vectors: no gain on the dev split)."""
+
+    model: Embedder
+    matrix: np.ndarray
+
+    def scores(self, query: str) -> np.ndarray:
+        import numpy as np
+
+        qv = self.model.embed([expand_abbreviations(query)])[0]
+        return np.einsum("ij,j->i", self.matrix, qv)
+
+
 class Ranker:
     """Ranks a fixed list of docs. Build once per catalogue; `search` is read-only and thread-safe.
 
     `mode` "semantic" and "hybrid" need the bundled embedding model; when it cannot be loaded the
     ranker runs BM25 alone and says so in `RankResult.ranker` and `.note`. Doc vectors are cached in
     `cache_dir` (keyed by content hash) so a restart does not re-embed an unchanged catalogue.
+
+    `embeddings` ("auto", "wordllama", "minilm"; default $COFFER_EMBEDDINGS, else "auto") adds the
+    optional MiniLM model when it is installed ("auto") or asked for; the ranker is then named
+    "hybrid-minilm" / "semantic-minilm". `implied_needs` (tools only, not memory passages) makes sure
+    the best tool for each need the query implies (coffer.ranking.implied) is among the results.
     """
 
     def __init__(
@@ -75,19 +101,31 @@ class Ranker:
         cache_dir: Path | None = None,
         *,
         bm25_params: BM25Params | None = None,
-        bm25_weight: float = BM25_WEIGHT,
+        bm25_weight: float | None = None,
+        embeddings: str | None = None,
+        implied_needs: bool = False,
     ):
+        from coffer.ranking.minilm import requested_backend
+
         if mode not in MODES:
             raise UsageError(f"unknown ranker {mode!r}: choose one of {', '.join(MODES)}")
+        backend = requested_backend(embeddings)
         self.docs: list[Doc] = list(docs)
         self.mode = mode
-        self.bm25_weight = bm25_weight
+        self.implied_needs = implied_needs
         self.note: str | None = None
         self._bm25 = BM25Index([doc_fields(d) for d in self.docs], bm25_params)
         self._semantic: _SemanticIndex | None = None
+        self._dense: _DenseIndex | None = None
         if mode != "bm25":
             self._semantic = self._build_semantic(cache_dir)
+            if self._semantic is not None and backend != "wordllama":
+                self._dense = self._build_dense(cache_dir, required=backend == "minilm")
+        default_weight = MINILM_BM25_WEIGHT if self._dense is not None else BM25_WEIGHT
+        self.bm25_weight = default_weight if bm25_weight is None else bm25_weight
         self.ranker = mode if self._semantic is not None else "bm25"
+        if self._dense is not None:
+            self.ranker = f"{mode}-minilm"
 
     def _build_semantic(self, cache_dir: Path | None) -> _SemanticIndex | None:
         import numpy as np
@@ -120,6 +158,22 @@ class Ranker:
             starts=run_starts,
         )
 
+    def _build_dense(self, cache_dir: Path | None, required: bool) -> _DenseIndex | None:
+        import numpy as np
+
+        from coffer.ranking.embed import ModelUnavailable, cached_vectors
+        from coffer.ranking.minilm import get_minilm, installed
+
+        if not required and not installed():
+            return None
+        try:
+            model = get_minilm()
+        except ModelUnavailable as exc:
+            self.note = f"MiniLM unavailable, ranked with the bundled wordllama model: {exc}"
+            return None
+        vectors = cached_vectors(model, [embed_text(d) for d in self.docs], cache_dir)
+        return _DenseIndex(model=model, matrix=np.ascontiguousarray(vectors))
+
     @property
     def total(self) -> int:
         return len(self.docs)
@@ -133,6 +187,13 @@ class Ranker:
         if self._semantic is None:
             return self._bm25.scores(tokenize(query))
         semantic = self._semantic.scores(query)
+        if self._dense is not None:
+            dense = self._dense.scores(query)
+            semantic = (1.0 - MINILM_SHARE) * minmax_normalise(semantic) + MINILM_SHARE * minmax_normalise(dense)
+            if self.mode == "semantic":
+                return semantic
+            bm25 = max_normalise(self._bm25.scores(tokenize(query)))
+            return self.bm25_weight * bm25 + (1.0 - self.bm25_weight) * semantic
         if self.mode == "semantic":
             return semantic
         return weighted_fusion(self._bm25.scores(tokenize(query)), semantic, self.bm25_weight)
@@ -145,29 +206,63 @@ class Ranker:
         if k < 1:
             raise UsageError(f"top_k must be at least 1, got {k}")
         scores = self.scores(query)
-        hits = [(self.docs[i], round(float(scores[i]), 6)) for i in top_k(scores, k)]
+        needs = implied_queries(query) if self.implied_needs and k > 1 else []
+        order = top_k(scores, k + len(needs))
+        values = {i: float(scores[i]) for i in order}
+        for n, need in enumerate(needs):
+            self._place_implied(need, min(IMPLIED_SLOT + n, k - 1), order, values)
+        hits = [(self.docs[i], round(values[i], 6)) for i in order[:k]]
         return RankResult(hits=hits, ranker=self.ranker, total=self.total, note=self.note)
+
+    def _place_implied(self, need: str, slot: int, order: list[int], values: dict[int, float]) -> None:
+        """Move the best doc for `need` up to `slot` unless it already ranks there or higher.
+
+        It takes the place, and the score, of the hit it moves down, so scores stay sorted.
+        """
+        need_scores = self.scores(need)
+        best = top_k(need_scores, 1)
+        if not best or best[0] in order[: slot + 1]:
+            return
+        doc = best[0]
+        if doc in order:
+            order.remove(doc)
+        slot = min(slot, len(order))
+        if slot < len(order):
+            values[doc] = values[order[slot]]
+        else:  # fewer hits than the slot: goes last, never above the hit before it
+            values[doc] = min(values[order[-1]], float(need_scores[doc])) if order else float(need_scores[doc])
+        order.insert(slot, doc)
 
 
 _cache_lock = threading.Lock()
-_rankers: OrderedDict[tuple[str, str, str], Ranker] = OrderedDict()
+_rankers: OrderedDict[tuple[str, ...], Ranker] = OrderedDict()
 _MAX_RANKERS = 4
 
 
 def cached_ranker(
-    docs: Sequence[Doc], mode: str = "hybrid", cache_dir: Path | None = None, *, key: str | None = None
+    docs: Sequence[Doc],
+    mode: str = "hybrid",
+    cache_dir: Path | None = None,
+    *,
+    key: str | None = None,
+    implied_needs: bool = False,
 ) -> Ranker:
     """A Ranker for `docs`, reused while the docs are unchanged (the gateway calls this per request).
 
     `key` may be a catalogue hash the caller already has; otherwise the docs' content is hashed.
+    The embedding backend comes from $COFFER_EMBEDDINGS, read once per build.
     """
-    cache_key = (key or docs_hash(docs), mode, str(cache_dir) if cache_dir else "")
+    from coffer.ranking.minilm import requested_backend
+
+    backend = requested_backend()
+    cache_key = (key or docs_hash(docs), mode, str(cache_dir) if cache_dir else "", backend, str(implied_needs))
     with _cache_lock:
         ranker = _rankers.get(cache_key)
         if ranker is not None:
             _rankers.move_to_end(cache_key)
             return ranker
-    ranker = Ranker(docs, mode=mode, cache_dir=cache_dir)  # built outside the lock: may take a while
+    # built outside the lock: may take a while
+    ranker = Ranker(docs, mode=mode, cache_dir=cache_dir, embeddings=backend, implied_needs=implied_needs)
     with _cache_lock:
         _rankers[cache_key] = ranker
         while len(_rankers) > _MAX_RANKERS:
