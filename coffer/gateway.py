@@ -75,12 +75,14 @@ class Gateway:
         self.discovery_budget = discovery_budget
         self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.relay)
         self.pool = Pool(limit=start_limit, on_listing=self._on_listing, relay=self.relay)
-        self.registry = registry.Registry(path=paths.registry_path())
+        self.registry_path = paths.registry_path()  # resolved once: it is stat'ed on every request
+        self.registry = registry.Registry(path=self.registry_path)
         self._reg_stamp: tuple[int, int, int] | None = None
         self._lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self._live: set[str] = set()
         self._version = 0
         self._merged: tuple[int, Merged] | None = None
+        self._refusals: tuple[int, dict[tuple[str, str | None, str | None], str | None]] = (-1, {})
         self._snapshot_lock = anyio.Lock()
         self._started_at = 0.0
         self._builtins = builtins.tool_definitions()
@@ -114,7 +116,7 @@ class Gateway:
 
     def current_registry(self) -> registry.Registry:
         """The registry, re-read only when the file changed; a broken file keeps the last good one."""
-        path = paths.registry_path()
+        path = self.registry_path
         try:
             st = path.stat()
             stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
@@ -145,9 +147,16 @@ class Gateway:
         """Why `server` (or one of its tools) may not be listed or called now; None when it may.
 
         Decides tools/list, coffer__search_tools and every call, by `catalogue.refusal`: the same rule
-        `coffer search` and `coffer doctor` apply to the snapshot.
+        `coffer search` and `coffer doctor` apply to the snapshot. Remembered until the registry or the
+        trust state changes (`_version`), since each check hashes the server's launch config.
         """
-        return catalogue.refusal(self.registry, self.pins, server, tool, exposed)
+        if self._refusals[0] != self._version:
+            self._refusals = (self._version, {})
+        key = (server, tool, exposed)
+        known = self._refusals[1]
+        if key not in known:
+            known[key] = catalogue.refusal(self.registry, self.pins, server, tool, exposed)
+        return known[key]
 
     # ------------------------------------------------------------------ merged view
 

@@ -142,8 +142,9 @@ class Pins:
                     "SELECT server, tool, exposed FROM trust_tools WHERE state != 'approved'"
                 ):
                     held |= {(server, tool), (server, exposed or tool)}
+                if self._cache is None or (servers, held) != self._cache[1:]:
+                    self._generation += 1  # not for commits that left trust alone: the call log's, every call
                 self._cache = (version, servers, held)
-                self._generation += 1
             return self._cache[1], self._cache[2]
 
     def stamp(self) -> int:
