@@ -183,3 +183,42 @@ async def test_first_tools_list_comes_from_the_snapshot(coffer_home: Path) -> No
         found = await s.call("coffer__search_tools", {"query": "remembered tool from the snapshot"})
         assert found.structured_content is not None
         assert found.structured_content["tools"][0]["name"] == "sleepy__remembered_tool"
+
+
+async def test_log_rows_are_not_trust_changes(coffer_home: Path) -> None:
+    """Every call's log row commits to coffer.db; taken for a trust change, it re-merged the catalogue on each call."""
+    import time
+
+    from coffer.catalogue import build_tools
+    from coffer.gateway import Gateway
+    from coffer.log import CallLog, CallRecord
+    from coffer.pinning import Pins
+
+    add_fixture(coffer_home, "alpha", enabled=False)  # catalogued, never started: nothing else changes
+    catalogue.save_server("alpha", tools=[{"name": "echo", "inputSchema": {"type": "object"}}])
+    gw = Gateway()
+    async with gw.running():
+        gw.current_registry()
+        view = gw.merged()
+        calllog = CallLog.open()
+        calllog.record(
+            CallRecord(
+                ts=time.time(),
+                client_name="t",
+                client_version="1",
+                server="alpha",
+                tool="echo",
+                duration_ms=1.0,
+                outcome="ok",
+                error_class=None,
+            )
+        )
+        assert calllog.flush()
+        calllog.close()
+        gw.current_registry()
+        assert gw.merged() is view
+        with Pins.open(new_tools="allow") as other:  # a real trust change, from another connection
+            changed = [{"name": "echo", "description": "now different", "inputSchema": {"type": "object"}}]
+            assert other.observe("alpha", build_tools("alpha", changed)) == {"alpha__echo"}
+        gw.current_registry()
+        assert gw.merged() is not view and gw.refusal("alpha", "echo", "alpha__echo") is not None
