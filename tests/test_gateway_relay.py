@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
@@ -68,6 +69,28 @@ async def test_a_host_with_the_capabilities_answers_upstream_requests(coffer_hom
         template = types.ResourceTemplateReference(uri="fixture://alpha/item/{id}")
         done = await s.session.complete(template, {"name": "id", "value": "4"})
         assert done.completion.values == ["40", "41", "42"]
+
+
+async def test_a_relayed_request_ends_with_the_call_that_caused_it(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha", "relay")
+    asked, gave_up = anyio.Event(), anyio.Event()
+
+    async def sampling(ctx: ClientRequestContext, params: types.CreateMessageRequestParams) -> Any:
+        asked.set()
+        try:
+            await anyio.sleep_forever()  # a user who never answers
+        finally:
+            gave_up.set()
+
+    async with serve(coffer_home, sampling=sampling) as s:
+        with anyio.move_on_after(30):  # bounded; the host gives up as soon as the question arrives
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(s.call, "alpha__ask_model")
+                await asked.wait()
+                tg.cancel_scope.cancel()
+        with anyio.fail_after(10):
+            await gave_up.wait()  # the host was told the question is moot
+        assert text(await s.call("alpha__echo", {"text": "after"})) == "after"
 
 
 async def test_a_host_without_them_gets_clear_errors(coffer_home: Path) -> None:
