@@ -81,6 +81,7 @@ def build_tools(server: str, raw_tools: Iterable[dict[str, Any]]) -> list[Catalo
     """Name one server's tools; clashes after shortening get a longer hash, deterministically."""
     out: list[CatalogueTool] = []
     taken: set[str] = set()
+
     # Valid names claim theirs first, so a real `a_b` keeps its name next to a rewritten `a.b`.
     def rewritten(raw: dict[str, Any]) -> bool:
         return exposed_name(server, raw["name"]) != f"{server}{SEP}{raw['name']}"

@@ -338,7 +338,7 @@ class Gateway:
             if params.name == SEARCH:
                 m = self.merged()
                 return await builtins.search_tools(m.visible_tools, m.key, args)
-            return await builtins.ask(ctx, args, [cfg.name for cfg in self.registry.enabled_servers()])
+            return await builtins.ask(ctx, args, catalogue.visible_servers(self.registry, self.pins))
         entry = await self._resolve(params.name, call)
         call.server, call.tool = entry.server, entry.tool
         reason = self.refusal(entry.server, entry.tool, entry.name)

@@ -76,7 +76,7 @@ def test_stray_output_never_reaches_the_wire(tmp_path: Path) -> None:
         "        print('stray print', flush=True)\n"
         "        os.write(1, b'stray write\\n')\n"
         "        subprocess.run(['echo', 'stray child'])\n"
-        "        await wire.write('{\"jsonrpc\": \"2.0\", \"method\": \"ping\", \"id\": 1}\\n')\n"
+        '        await wire.write(\'{"jsonrpc": "2.0", "method": "ping", "id": 1}\\n\')\n'
         "        await wire.flush()\n"
         "anyio.run(main)\n"
     )

@@ -45,4 +45,3 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """A local vault of MCP servers, served to every agent as one gateway."""
-

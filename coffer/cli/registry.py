@@ -139,8 +139,7 @@ def show(name: Annotated[str, typer.Argument(help="Server to show.")], as_json: 
         render.print_json({"version": render.JSON_VERSION, "server": data})
         return
     render.kv(
-        [(k, v) for k, v in data.items() if k not in ("tools", "name", "catalogued")]
-        + [("launch", cfg.launch_line())],
+        [(k, v) for k, v in data.items() if k not in ("tools", "name", "catalogued")] + [("launch", cfg.launch_line())],
         title=name,
     )
     if not data["catalogued"]:
