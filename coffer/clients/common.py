@@ -7,18 +7,16 @@ symlinked dotfile to its target, and refuse to replace a file that changed since
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from coffer.errors import CofferError, ConflictError, NotFoundError, UsageError
+from coffer.fsutil import atomic_write
 from coffer.registry import ENV_KEY_RE, NAME_RE, REF_RE, ServerConfig, _validate_maps
 
 
@@ -207,15 +205,4 @@ def replace_file(path: Path, text: str, expected: str | None) -> None:
     if current != expected:
         raise ConflictError(f"{path}: changed while coffer was editing it; nothing written, run the command again")
     real.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, real)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    atomic_write(real, text, mode, private_parent=False)

@@ -14,11 +14,13 @@ import importlib.util
 import os
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from coffer.errors import CofferError
+
+M = TypeVar("M")
 
 if TYPE_CHECKING:
     import numpy as np
@@ -104,24 +106,29 @@ def load_bundled_model(package_dir: Path | None = None) -> EmbeddingModel:
     return EmbeddingModel(matrix, tokenizer)
 
 
-_model_lock = threading.Lock()
-_model: EmbeddingModel | None = None
-_model_error: ModelUnavailable | None = None
+class LoadOnce(Generic[M]):
+    """A process-wide model: loaded on first use; a load failure is remembered and re-raised cheaply."""
+
+    def __init__(self, loader: Callable[[], M]) -> None:
+        self._loader = loader
+        self._lock = threading.Lock()
+        self._model: M | None = None
+        self._error: ModelUnavailable | None = None
+
+    def __call__(self) -> M:
+        with self._lock:
+            if self._model is None and self._error is None:
+                try:
+                    self._model = self._loader()
+                except ModelUnavailable as exc:
+                    self._error = exc
+            if self._model is None:
+                assert self._error is not None
+                raise self._error
+            return self._model
 
 
-def get_model() -> EmbeddingModel:
-    """The process-wide model, loaded once; a load failure is remembered and re-raised cheaply."""
-    global _model, _model_error
-    with _model_lock:
-        if _model is None and _model_error is None:
-            try:
-                _model = load_bundled_model()
-            except ModelUnavailable as exc:
-                _model_error = exc
-        if _model is None:
-            assert _model_error is not None
-            raise _model_error
-        return _model
+get_model = LoadOnce(load_bundled_model)
 
 
 def texts_hash(model_id: str, texts: Sequence[str]) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coffer.errors import UsageError
-from coffer.ranking.embed import ModelUnavailable
+from coffer.ranking.embed import LoadOnce, ModelUnavailable
 
 if TYPE_CHECKING:
     import numpy as np
@@ -219,21 +219,4 @@ def load_minilm(path: Path | None = None) -> MiniLM:
         raise ModelUnavailable(f"MiniLM model failed to load: {type(exc).__name__}: {exc}") from exc
 
 
-_lock = threading.Lock()
-_model: MiniLM | None = None
-_error: ModelUnavailable | None = None
-
-
-def get_minilm() -> MiniLM:
-    """The process-wide MiniLM, loaded once; a load failure is remembered and re-raised cheaply."""
-    global _model, _error
-    with _lock:
-        if _model is None and _error is None:
-            try:
-                _model = load_minilm()
-            except ModelUnavailable as exc:
-                _error = exc
-        if _model is None:
-            assert _error is not None
-            raise _error
-        return _model
+get_minilm = LoadOnce(load_minilm)
