@@ -16,9 +16,14 @@ JSON_VERSION = 1
 
 
 def _console(stderr: bool = False) -> Any:
+    import os
+
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    stream = sys.stderr if stderr else sys.stdout
+    # Piped or captured output has no terminal width; rich would fold tables at 80 columns.
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, width=width)
 
 
 def _clean(value: Any) -> str:
