@@ -26,6 +26,12 @@ def coffer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """The gateway runs on asyncio; async tests (pytest.mark.anyio) run there too."""
+    return "asyncio"
+
+
+@pytest.fixture
 def cli(coffer_home: Path) -> CliRunner:
     return CliRunner()
 

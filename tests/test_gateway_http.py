@@ -19,15 +19,10 @@ from mcp.client.streamable_http import streamable_http_client
 from coffer import registry
 from coffer.errors import UpstreamError
 from coffer.pool import probe
-from tests.fixtures.gateway_harness import FIXTURE, add_fixture, alive, descendants, serve, serve_env, wait_for
+from tests.fixtures.gateway_harness import FIXTURE, add_fixture, alive, descendants, serve, serve_env, text, wait_for
 
 pytestmark = pytest.mark.anyio
 TOKEN = "http-fixture-token-1234"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
 
 
 def free_port() -> int:
@@ -55,10 +50,6 @@ def http_upstream() -> Iterator[int]:
     finally:
         proc.terminate()
         proc.wait(10)
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 async def test_http_upstreams_with_header_secrets(

@@ -23,11 +23,6 @@ from tests.fixtures.gateway_harness import (
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.mark.parametrize("how", ["sigterm", "stdin_eof"])
 async def test_shutdown_leaves_no_process_behind(coffer_home: Path, tmp_path: Path, how: str) -> None:
     events = tmp_path / "events"

@@ -8,23 +8,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import mcp_types as types
 import pytest
 
 from coffer import catalogue, registry
-from tests.fixtures.gateway_harness import serve
+from tests.fixtures.gateway_harness import serve, text
 
 pytestmark = pytest.mark.anyio
 UVX = shutil.which("uvx")
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 @pytest.mark.skipif(UVX is None, reason="uvx is not installed (`pip install uv`; .ci/run does)")

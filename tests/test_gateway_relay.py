@@ -14,18 +14,9 @@ import mcp_types as types
 import pytest
 from mcp.client.session import ClientRequestContext
 
-from tests.fixtures.gateway_harness import add_fixture, read_events, serve, wait_for
+from tests.fixtures.gateway_harness import add_fixture, read_events, serve, text, wait_for
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def text(result: types.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
 async def test_a_host_with_the_capabilities_answers_upstream_requests(coffer_home: Path, tmp_path: Path) -> None:

@@ -21,11 +21,6 @@ from tests.fixtures.gateway_harness import FIXTURE
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def fixture_cfg(name: str, mode: str = "normal", **kw: object) -> ServerConfig:
     return ServerConfig(name=name, command=sys.executable, args=[str(FIXTURE), "--mode", mode, "--name", name], **kw)  # type: ignore[arg-type]
 
