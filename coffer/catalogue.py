@@ -48,11 +48,22 @@ class CatalogueTool:
 
 
 @dataclass
-class ServerEntry:
+class Listing:
+    """What one upstream serves, as wire-format (camelCase) dicts."""
+
     tools: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[dict[str, Any]] = field(default_factory=list)
     resources: list[dict[str, Any]] = field(default_factory=list)
     resource_templates: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, list[dict[str, Any]]]:
+        return {kind: list(getattr(self, kind)) for kind in KINDS}
+
+
+@dataclass
+class ServerEntry(Listing):
+    """A server's listing as the snapshot keeps it."""
+
     updated_at: float = 0.0
 
 

@@ -30,14 +30,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__, builtins, catalogue, paths, registry, routes
 from coffer.builtins import ASK, BUILTIN, SEARCH, CallFailure, text_result
-from coffer.catalogue import CatalogueTool, build_tools
+from coffer.catalogue import KINDS, CatalogueTool, build_tools
 from coffer.errors import CofferError, RegistryError
 from coffer.merge import Merged, merge
 from coffer.pool import START_SLOTS, Pool
 from coffer.redact import scrub
 from coffer.relay import Relay
 from coffer.routes import for_era
-from coffer.upstream import KINDS, Upstream, UpstreamUnavailable
+from coffer.upstream import Upstream, UpstreamUnavailable
 
 if TYPE_CHECKING:
     from coffer.log import CallLog

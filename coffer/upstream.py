@@ -17,7 +17,6 @@ import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from mcp import ClientSession, MCPError
 from pydantic import TypeAdapter
 
 from coffer import __version__
+from coffer.catalogue import KINDS, Listing
 from coffer.errors import SecretError, UpstreamError
 from coffer.registry import ServerConfig, resolved_env, resolved_headers
 from coffer.transport import StreamStats, child_env, http_pipe, stdio_pipe
@@ -40,7 +40,6 @@ BACKOFF_CAP_S = 300.0
 HEALTHY_RESET_S = 600.0  # a session that lived this long forgets earlier failures
 START_SLACK_S = 2.0  # spawn and listing time on top of an initialize that may take the whole timeout
 MAX_PAGES = 50
-KINDS = ("tools", "prompts", "resources", "resource_templates")
 CLIENT_INFO = types.Implementation(name="coffer", version=__version__)
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
 _LIST_REQUESTS: dict[str, Any] = {
@@ -68,19 +67,6 @@ class State(StrEnum):
 
 class UpstreamUnavailable(UpstreamError):
     """The server is down, failed to start, or did not become ready in time."""
-
-
-@dataclass
-class Listing:
-    """What one upstream serves, as wire-format (camelCase) dicts."""
-
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    prompts: list[dict[str, Any]] = field(default_factory=list)
-    resources: list[dict[str, Any]] = field(default_factory=list)
-    resource_templates: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, list[dict[str, Any]]]:
-        return {kind: list(getattr(self, kind)) for kind in KINDS}
 
 
 def backoff(failures: int) -> float:
