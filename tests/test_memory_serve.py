@@ -71,3 +71,26 @@ def test_coffer_ask_through_serve_with_and_without_sampling(cli: CliRunner, coff
     assert none == [] and "answer" not in without
     assert without["passages"][0]["source"]["uri"] == "docs://runbook"
     assert without["total_searched"] == with_sampling["total_searched"]
+
+
+async def _ask_once(home: Path, tmp_path: Path) -> dict[str, Any]:
+    params = StdioServerParameters(command=PYTHON, args=["-m", "coffer", "serve"], env=subprocess_env(home))
+    with (tmp_path / "serve-once.stderr").open("w") as errlog, anyio.fail_after(60):
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return _payload(await session.call_tool("coffer__ask", {"question": QUESTION, "top_k": 5}))
+
+
+def test_coffer_ask_hides_knowledge_of_an_unapproved_server(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:
+    run_cli(cli, "add", "res", "--", PYTHON, str(FIXTURES / "resource_server.py"))  # the probe indexes its resources
+    assert any(p["source"]["type"] == "resource" for p in _ask_offline(cli))
+    toml = coffer_home / "coffer.toml"  # an agent edits the launch config behind the user's back
+    toml.write_text(toml.read_text().replace("resource_server.py", "resource_server.py --evil", 1))
+    payload = anyio.run(_ask_once, coffer_home, tmp_path)
+    assert [p for p in payload["passages"] if p["source"]["type"] == "resource"] == []
+    run_cli(cli, "approve", "res")
+    assert any(p["source"]["type"] == "resource" for p in _ask_offline(cli))
+
+
+def _ask_offline(cli: CliRunner) -> list[dict[str, Any]]:
+    return json.loads(run_cli(cli, "ask", QUESTION, "--json").stdout)["passages"]
