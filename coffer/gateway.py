@@ -264,26 +264,24 @@ class Gateway:
     async def _on_roots(self, ctx: Any, params: Any) -> None:
         await self.relay.roots_changed(up.session for up in list(self.pool.upstreams.values()) if up.session)
 
+    async def _listing(self) -> Merged:
+        """The merged view a list request answers from: current curation, new servers given their chance."""
+        self.current_registry()
+        await self._await_discovery()
+        return self.merged()
+
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
-        self.current_registry()
-        await self._await_discovery()
-        return for_era(ctx, {"tools": self.merged().tools_result}, cacheable=True)
+        return for_era(ctx, {"tools": (await self._listing()).tools_result}, cacheable=True)
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
-        self.current_registry()
-        await self._await_discovery()
-        return for_era(ctx, {"prompts": self.merged().prompts_result}, cacheable=True)
+        return for_era(ctx, {"prompts": (await self._listing()).prompts_result}, cacheable=True)
 
     async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
-        self.current_registry()
-        await self._await_discovery()
-        return for_era(ctx, {"resources": self.merged().resources_result}, cacheable=True)
+        return for_era(ctx, {"resources": (await self._listing()).resources_result}, cacheable=True)
 
     async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
-        self.current_registry()
-        await self._await_discovery()
-        return for_era(ctx, {"resourceTemplates": self.merged().templates_result}, cacheable=True)
+        return for_era(ctx, {"resourceTemplates": (await self._listing()).templates_result}, cacheable=True)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = _Call(server="?", tool=params.name)
