@@ -62,9 +62,16 @@ class Listing:
 
 @dataclass
 class ServerEntry(Listing):
-    """A server's listing as the snapshot keeps it."""
+    """A server's listing as the snapshot keeps it.
+
+    `told`: the host capabilities (sampling, elicitation, roots) the server was told of when it
+    listed, since a server may list tools only for clients that can take them; `capabilities`: what
+    the server declared (the gateway declares `resources.subscribe` only when some server can).
+    """
 
     updated_at: float = 0.0
+    told: list[str] = field(default_factory=list)
+    capabilities: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,34 +84,42 @@ def _hash(server: str, name: str, length: int) -> str:
     return hashlib.sha256(f"{server}\0{name}".encode()).hexdigest()[:length]
 
 
-def exposed_name(server: str, name: str, hash_len: int = 6) -> str:
-    """`server__name` when valid and short enough, else a deterministic short form with a hash suffix."""
-    plain = f"{server}{SEP}{name}"
+def exposed_name(server: str, name: str, hash_len: int = 6, prefix: str | None = None) -> str:
+    """`prefix__name` (the prefix is the server's name unless the registry sets one; "" means bare) when
+    valid and short enough, else a deterministic short form with a hash suffix."""
+    prefix = server if prefix is None else prefix
+    head = f"{prefix}{SEP}" if prefix else ""
+    plain = f"{head}{name}"
     if VALID_NAME.match(plain) and len(plain) <= MAX_NAME and hash_len == 6:
         return plain
     cleaned = re.sub(r"[^A-Za-z0-9_-]", "_", name) or "_"
     suffix = "-" + _hash(server, name, hash_len)
-    base = f"{server}{SEP}{cleaned}"[: MAX_NAME - len(suffix)]
+    base = f"{head}{cleaned}"[: MAX_NAME - len(suffix)]
     return base + suffix
 
 
-def build_tools(server: str, raw_tools: Iterable[dict[str, Any]]) -> list[CatalogueTool]:
-    """Name one server's tools; clashes after shortening get a longer hash, deterministically."""
+def build_tools(server: str, raw_tools: Iterable[dict[str, Any]], prefix: str | None = None) -> list[CatalogueTool]:
+    """Name one server's tools (or prompts); clashes after shortening get a longer hash, deterministically.
+
+    Items without a string name are skipped: they cannot be called, and must not break the others.
+    """
     out: list[CatalogueTool] = []
     taken: set[str] = set()
+    head = f"{server if prefix is None else prefix}{SEP}" if prefix != "" else ""
 
     # Valid names claim theirs first, so a real `a_b` keeps its name next to a rewritten `a.b`.
     def rewritten(raw: dict[str, Any]) -> bool:
-        return exposed_name(server, raw["name"]) != f"{server}{SEP}{raw['name']}"
+        return exposed_name(server, raw["name"], prefix=prefix) != f"{head}{raw['name']}"
 
-    ordered = sorted(raw_tools, key=lambda t: (rewritten(t), t["name"]))
+    named = [t for t in raw_tools if isinstance(t.get("name"), str) and t["name"]]
+    ordered = sorted(named, key=lambda t: (rewritten(t), t["name"]))
     for raw in ordered:
         name = str(raw["name"])
-        exposed = exposed_name(server, name)
+        exposed = exposed_name(server, name, prefix=prefix)
         hash_len = 6
         while exposed in taken:
             hash_len += 4
-            exposed = exposed_name(server, name, hash_len)
+            exposed = exposed_name(server, name, hash_len, prefix)
         taken.add(exposed)
         schema = raw.get("inputSchema") or {"type": "object"}
         out.append(
@@ -123,6 +138,11 @@ def build_tools(server: str, raw_tools: Iterable[dict[str, Any]]) -> list[Catalo
     return out
 
 
+def prefixes(registry: Registry) -> dict[str, str]:
+    """Each registered server's exposed-name prefix (`ServerConfig.exposed_prefix`)."""
+    return {name: cfg.exposed_prefix for name, cfg in registry.servers.items()}
+
+
 # ---------------------------------------------------------------- snapshot file
 
 
@@ -137,15 +157,21 @@ def load_snapshot(path: Path | None = None) -> Snapshot | None:
         raise RegistryError(f"{path}: unreadable catalogue snapshot ({exc}); run `coffer refresh`") from exc
     snap = Snapshot(path=path)
     for name, entry in (data.get("servers") or {}).items():
+        told, caps = entry.get("told"), entry.get("capabilities")
         snap.servers[name] = ServerEntry(
             updated_at=float(entry.get("updated_at", 0.0)),
+            told=[str(c) for c in told] if isinstance(told, list) else [],
+            capabilities=caps if isinstance(caps, dict) else {},
             **{kind: list(entry.get(kind) or []) for kind in KINDS},
         )
     return snap
 
 
-def save_server(server: str, path: Path | None = None, **lists: list[dict[str, Any]]) -> None:
-    """Record what `server` just served (any of tools/prompts/resources/resource_templates)."""
+def save_server(
+    server: str, path: Path | None = None, meta: dict[str, Any] | None = None, **lists: list[dict[str, Any]]
+) -> None:
+    """Record what `server` just served (any of tools/prompts/resources/resource_templates); `meta` may
+    carry `told` and `capabilities` (see `ServerEntry`)."""
     path = path or paths.snapshot_path()
     unknown = set(lists) - set(KINDS)
     if unknown:
@@ -158,6 +184,9 @@ def save_server(server: str, path: Path | None = None, **lists: list[dict[str, A
         entry = snap.servers.setdefault(server, ServerEntry())
         for kind, items in lists.items():
             setattr(entry, kind, items)
+        if meta is not None:
+            entry.told = sorted(meta.get("told") or [])
+            entry.capabilities = dict(meta.get("capabilities") or {})
         entry.updated_at = time.time()
         _write(snap)
 
@@ -176,6 +205,8 @@ def _write(snap: Snapshot) -> None:
         entry = snap.servers[name]
         servers[name] = {
             "updated_at": entry.updated_at,
+            "told": entry.told,
+            "capabilities": entry.capabilities,
             "names": {t.name: t.tool for t in build_tools(name, entry.tools)},
             **{kind: getattr(entry, kind) for kind in KINDS},
         }
@@ -185,10 +216,28 @@ def _write(snap: Snapshot) -> None:
 # ---------------------------------------------------------------- curated view
 
 
-def server_tools(snapshot: Snapshot | None, server: str) -> list[CatalogueTool]:
+def name_clashes(registry: Registry, snapshot: Snapshot | None, server: str) -> list[str]:
+    """Exposed names of `server` that another server (or a built-in, `coffer__*`) would expose too.
+
+    Only prefixes make this possible (a bare `create_issue` beside another bare one, or a bare
+    `github__x` beside server github's `x`); the gateway then serves the name from the first server
+    by name, so `coffer add` refuses such a server and `coffer doctor` reports it.
+    """
+    cfg = registry.servers.get(server)
+    if cfg is None:
+        return []
+    mine = {t.name for t in server_tools(snapshot, server, cfg.exposed_prefix)}
+    clashes = {n for n in mine if n.startswith(f"coffer{SEP}")}
+    for other in registry.servers.values():
+        if other.name != server:
+            clashes |= mine & {t.name for t in server_tools(snapshot, other.name, other.exposed_prefix)}
+    return sorted(clashes)
+
+
+def server_tools(snapshot: Snapshot | None, server: str, prefix: str | None = None) -> list[CatalogueTool]:
     if snapshot is None or server not in snapshot.servers:
         return []
-    return build_tools(server, snapshot.servers[server].tools)
+    return build_tools(server, snapshot.servers[server].tools, prefix)
 
 
 def refusal(
@@ -228,14 +277,14 @@ def visible_tools(registry: Registry, snapshot: Snapshot | None, pins: Pins | No
     """The snapshot's tools an agent may see (see `refusal`), sorted by exposed name (deterministic order)."""
     out: list[CatalogueTool] = []
     for cfg in registry.enabled_servers():
-        out.extend(curate(registry, pins, cfg.name, server_tools(snapshot, cfg.name)))
+        out.extend(curate(registry, pins, cfg.name, server_tools(snapshot, cfg.name, cfg.exposed_prefix)))
     out.sort(key=lambda t: t.name)
     return out
 
 
-def find_tool(snapshot: Snapshot | None, server: str, name: str) -> CatalogueTool | None:
+def find_tool(snapshot: Snapshot | None, server: str, name: str, prefix: str | None = None) -> CatalogueTool | None:
     """Look a tool up by its upstream name or its exposed name."""
-    for tool in server_tools(snapshot, server):
+    for tool in server_tools(snapshot, server, prefix):
         if name in (tool.tool, tool.name, tool.name.partition(SEP)[2]):
             return tool
     return None

@@ -45,6 +45,7 @@ class Probe:
     server_info: dict[str, Any] | None = None
     protocol_version: str | None = None
     resources: list[tuple[str, str, str]] | None = None  # (uri, name, text), when asked for and read
+    capabilities: dict[str, Any] = field(default_factory=dict)  # what the server declared
 
     @property
     def tool_count(self) -> int | None:
@@ -71,6 +72,7 @@ def _probe_of(up: Any) -> Probe:
         garbage_lines=int(status.get("garbage_lines") or 0),
         server_info=status.get("server_info"),
         protocol_version=status.get("protocol_version"),
+        capabilities=dict(status.get("capabilities") or {}),
     )
 
 
@@ -161,7 +163,12 @@ def refresh(configs: list[ServerConfig], limit: int | None = None, on_done: Prog
 
 
 def record_listing(
-    pins: Pins, name: str, listing: dict[str, list[dict[str, Any]]], resources: list[tuple[str, str, str]] | None
+    pins: Pins,
+    name: str,
+    listing: dict[str, list[dict[str, Any]]],
+    resources: list[tuple[str, str, str]] | None,
+    prefix: str | None = None,
+    capabilities: dict[str, Any] | None = None,
 ) -> tuple[set[str], int | None]:
     """Record what `name` served: snapshot entry, pins (changed tools held), knowledge index.
 
@@ -169,8 +176,9 @@ def record_listing(
     """
     from coffer import memory
 
-    catalogue.save_server(name, **listing)
-    held = pins.observe(name, catalogue.build_tools(name, listing.get("tools") or []))
+    meta = None if capabilities is None else {"told": [], "capabilities": capabilities}  # probes relay nothing
+    catalogue.save_server(name, meta=meta, **listing)
+    held = pins.observe(name, catalogue.build_tools(name, listing.get("tools") or [], prefix))
     indexed = None if resources is None else memory.index_resources(name, resources)
     return held, indexed
 
@@ -190,7 +198,7 @@ def probe_and_record(cfg: ServerConfig) -> dict[str, int]:
         (probe,) = probe_servers([cfg], 1, read_resources=True)
         if not probe.ok or probe.listing is None:
             raise UpstreamError(f"{cfg.name}: {probe.error}")
-        record_listing(pins, cfg.name, probe.listing, probe.resources)
+        record_listing(pins, cfg.name, probe.listing, probe.resources, cfg.exposed_prefix, probe.capabilities)
     return {kind: len(items) for kind, items in probe.listing.items()}
 
 
@@ -205,7 +213,8 @@ def _refresh(pins: Pins, configs: list[ServerConfig], limit: int | None, on_done
 
     def recorded(probe: Probe) -> None:
         if probe.ok and probe.listing is not None:
-            held, indexed = record_listing(pins, probe.name, probe.listing, probe.resources)
+            prefix = next((c.exposed_prefix for c in configs if c.name == probe.name), None)
+            held, indexed = record_listing(pins, probe.name, probe.listing, probe.resources, prefix, probe.capabilities)
             item = Refreshed(probe.name, "ok", probe.tool_count, probe.init_seconds)
             item.held, item.resources_indexed = sorted(held), indexed
         else:
@@ -268,14 +277,15 @@ class Diagnosis:
         }
 
 
-def name_problems(server: str, tools: list[dict[str, Any]]) -> list[str]:
-    """Tools that could not keep `<server>__<tool>` as their exposed name, and names served twice."""
+def name_problems(server: str, tools: list[dict[str, Any]], prefix: str | None = None) -> list[str]:
+    """Tools that could not keep `<prefix>__<tool>` as their exposed name, and names served twice."""
     problems: list[str] = []
     counts: dict[str, int] = {}
     for raw in tools:
         counts[str(raw.get("name"))] = counts.get(str(raw.get("name")), 0) + 1
-    for tool in catalogue.build_tools(server, tools):
-        plain = f"{server}{SEP}{tool.tool}"
+    head = "" if prefix == "" else f"{server if prefix is None else prefix}{SEP}"
+    for tool in catalogue.build_tools(server, tools, prefix):
+        plain = f"{head}{tool.tool}"
         if tool.name != plain:
             why = "invalid characters" if not catalogue.VALID_NAME.match(plain) else "too long"
             problems.append(f"'{render_name(tool.tool)}' is exposed as '{tool.name}' ({why})")
@@ -342,12 +352,12 @@ def _diagnose(
         if tools is None and snapshot is not None and cfg.name in snapshot.servers:
             tools, diag.tokens_from = snapshot.servers[cfg.name].tools, "snapshot"
         if tools is not None:
-            diag.name_problems = name_problems(cfg.name, tools)
+            diag.name_problems = name_problems(cfg.name, tools, cfg.exposed_prefix)
             if diag.status == "ok" and not tools:
                 diag.notes.append("serves no tools")
             for raw in {str(t.get("name")) for t in tools}:
                 served_by.setdefault(raw, []).append(cfg.name)
-            built = catalogue.build_tools(cfg.name, tools)
+            built = catalogue.build_tools(cfg.name, tools, cfg.exposed_prefix)
             visible = catalogue.curate(reg, pins, cfg.name, built)  # what the gateway would advertise
             held = sum(pins.is_held(cfg.name, t.tool) for t in built)
             if held and diag.status == "ok":

@@ -13,9 +13,11 @@ writes the invocation log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -26,6 +28,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__, builtins, catalogue, paths, registry, routes
@@ -51,6 +54,35 @@ INSTRUCTIONS = (
     "tool fits, call coffer__search_tools with the action you want; coffer__ask searches the user's notes "
     "and the servers' documents."
 )
+
+
+LEGACY_CHANGED = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
+RELAYED_CAPS = ("sampling", "elicitation", "roots")  # host capabilities an upstream's listing may depend on
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK's server, with capabilities decided when each host initializes: list_changed on,
+    `logging` always (Coffer filters and forwards levels), `resources.subscribe` only when an enabled
+    upstream can subscribe."""
+
+    can_subscribe: Callable[[], bool] = staticmethod(lambda: False)
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        return super().create_initialization_options(notification_options or LEGACY_CHANGED, *args, **kwargs)
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        caps = super().get_capabilities(*args, **kwargs)
+        if caps.resources is not None and caps.resources.subscribe:
+            caps.resources.subscribe = self.can_subscribe()
+        return caps
+
+
+def host_caps(ctx: Any) -> frozenset[str]:
+    """Which of the relayable capabilities (sampling, elicitation, roots) the requesting host declared."""
+    caps = getattr(ctx.session, "client_capabilities", None)
+    return frozenset(c for c in RELAYED_CAPS if caps is not None and getattr(caps, c, None) is not None)
 
 
 @dataclass
@@ -80,6 +112,8 @@ class Gateway:
         self._reg_stamp: tuple[int, int, int] | None = None
         self._lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self._live: set[str] = set()
+        self._told: dict[str, frozenset[str]] = {}  # snapshot entries: host capabilities they were listed under
+        self._server_caps: dict[str, dict[str, Any]] = {}  # what each upstream declared (live, else snapshot)
         self._version = 0
         self._merged: tuple[int, Merged] | None = None
         self._refusals: tuple[int, dict[tuple[str, str | None, str | None], str | None]] = (-1, {})
@@ -110,8 +144,10 @@ class Gateway:
             return
         for name, entry in (snap.servers if snap else {}).items():
             self._lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
+            self._told[name] = frozenset(entry.told)
+            self._server_caps[name] = dict(entry.capabilities)
             if self.pins is not None:  # a snapshot written elsewhere (refresh) may hold a changed tool
-                self.pins.observe(name, build_tools(name, entry.tools))
+                self.pins.observe(name, build_tools(name, entry.tools, self._prefix(name)))
         self._version += 1
 
     def current_registry(self) -> registry.Registry:
@@ -135,6 +171,10 @@ class Gateway:
             self._version += 1
             self._sync()
         return self.registry
+
+    def _prefix(self, server: str) -> str | None:
+        cfg = self.registry.servers.get(server)
+        return None if cfg is None else cfg.exposed_prefix
 
     def _sync(self) -> None:
         """Run the enabled servers whose launch config is approved (coffer.pinning); stop the others."""
@@ -163,17 +203,19 @@ class Gateway:
     def merged(self) -> Merged:
         """The merged view, rebuilt only when a listing, the registry or the trust state changed."""
         if self._merged is None or self._merged[0] != self._version:
-            self._merged = (self._version, merge(self._lists, self.refusal, self._builtins))
+            prefixes = catalogue.prefixes(self.registry)
+            self._merged = (self._version, merge(self._lists, self.refusal, self._builtins, prefixes))
         return self._merged[1]
 
-    async def _await_discovery(self) -> None:
-        """Before answering tools/list, give never-catalogued servers a short, bounded chance to list."""
+    async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
+        """Before answering tools/list, give never-catalogued servers (and `unfit` snapshot entries) a
+        short, bounded chance to list."""
         deadline = self._started_at + self.discovery_budget
         for name, up in list(self.pool.upstreams.items()):
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 return
-            if name not in self._lists:
+            if name not in self._lists or (name in unfit and name not in self._live):
                 await up.wait_settled(remaining)
 
     # ------------------------------------------------------------------ upstream listings
@@ -187,24 +229,60 @@ class Gateway:
         for kind in kinds:
             lists[kind] = list(getattr(up.listing, kind))
         if "tools" in kinds and self.pins is not None:
-            self.pins.observe(up.name, build_tools(up.name, lists["tools"]))  # holds rug-pulled tools
+            self.pins.observe(up.name, build_tools(up.name, lists["tools"], self._prefix(up.name)))  # holds rug pulls
         first = up.name not in self._live
         self._live.add(up.name)
+        if up.capabilities:
+            self._server_caps[up.name] = up.capabilities
         if changed:
             self._version += 1
+        if kinds == frozenset(KINDS):  # a new session: it knows nothing of levels or subscriptions yet
+            self.pool.spawn(self._restore_session_state, up)
         if changed or first:
             self.pool.spawn(self._after_listing, up, changed, first)
 
     async def _after_listing(self, up: Upstream, changed: frozenset[str], first: bool) -> None:
         lists = dict(self._lists.get(up.name, {}))
+        meta = {"told": sorted(up.told), "capabilities": self._server_caps.get(up.name, {})}
         async with self._snapshot_lock:
             try:
-                await anyio.to_thread.run_sync(lambda: catalogue.save_server(up.name, **lists))
+                await anyio.to_thread.run_sync(lambda: catalogue.save_server(up.name, meta=meta, **lists))
             except (CofferError, OSError) as exc:
                 log.warning("could not write the catalogue snapshot for %s: %s", up.name, exc)
         await self._announce(changed)
         if "resources" in changed or first:  # the index may predate this vault's snapshot
             await self._index_resources(up)
+
+    async def _restore_session_state(self, up: Upstream) -> None:
+        """Give a (re)started upstream the host's log level and the subscriptions it owns."""
+        level = self.relay.upstream_level()
+        caps = self._server_caps.get(up.name, {})
+        with contextlib.suppress(CofferError, MCPError):
+            if level is not None and "logging" in caps:
+                await up.request(types.SetLevelRequest(params=types.SetLevelRequestParams(level=level)))
+            if (caps.get("resources") or {}).get("subscribe"):
+                for uri in self.relay.subscribed():
+                    if routes.resource_owner(self, uri) == up.name:
+                        await up.request(types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)))
+
+    def can_subscribe(self) -> bool:
+        """Whether any enabled server declared `resources.subscribe` (live, else as last catalogued)."""
+        reg = self.current_registry()
+        return any(
+            (self._server_caps.get(cfg.name, {}).get("resources") or {}).get("subscribe")
+            for cfg in reg.enabled_servers()
+        )
+
+    async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> dict[str, Any]:
+        """Remember the host's level (messages below it are not forwarded) and pass it to every upstream
+        that declared logging, so they need not produce what nobody will read."""
+        level = self.relay.set_level(ctx.session, params.level)
+        request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # type: ignore[arg-type]
+        for name, up in list(self.pool.upstreams.items()):
+            if up.session is not None and "logging" in self._server_caps.get(name, {}):
+                with contextlib.suppress(CofferError, MCPError):
+                    await up.request(request, timeout=min(up.cfg.timeout, 10.0))
+        return for_era(ctx, {})
 
     async def _announce(self, changed: frozenset[str]) -> None:
         senders = []
@@ -234,28 +312,34 @@ class Gateway:
 
     # ------------------------------------------------------------------ the MCP server
 
-    def _build_server(self) -> Server[Any]:
-        server: Server[Any] = Server(
-            BUILTIN,
-            version=__version__,
-            instructions=INSTRUCTIONS,
-            on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
-            on_list_prompts=self._list_prompts,
-            on_get_prompt=partial(routes.get_prompt, self),
-            on_list_resources=self._list_resources,
-            on_list_resource_templates=self._list_templates,
-            on_read_resource=partial(routes.read_resource, self),
-            on_completion=partial(routes.complete, self),
-        )
+    def _build_server(self) -> _GatewayServer:
+        with warnings.catch_warnings():  # logging is deprecated at 2026-07-28; 2025 hosts still set levels
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server = _GatewayServer(
+                BUILTIN,
+                version=__version__,
+                instructions=INSTRUCTIONS,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_list_prompts=self._list_prompts,
+                on_get_prompt=partial(routes.get_prompt, self),
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_templates,
+                on_read_resource=partial(routes.read_resource, self),
+                on_completion=partial(routes.complete, self),
+                on_set_logging_level=self._set_level,
+                on_subscribe_resource=partial(routes.subscribe, self),
+                on_unsubscribe_resource=partial(routes.unsubscribe, self),
+            )
+        server.can_subscribe = self.can_subscribe  # type: ignore[method-assign]
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
         server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, self._on_roots)
         server.middleware = []  # the default OpenTelemetry span is a no-op without an exporter, but not free
         return server
 
     def initialization_options(self) -> Any:
-        changed = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
-        return self.server.create_initialization_options(changed)
+        """None: the SDK asks `_GatewayServer` at each initialize, so capabilities follow the upstreams."""
+        return None
 
     async def _on_initialized(self, ctx: Any, params: Any) -> None:
         if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
@@ -264,24 +348,34 @@ class Gateway:
     async def _on_roots(self, ctx: Any, params: Any) -> None:
         await self.relay.roots_changed(up.session for up in list(self.pool.upstreams.values()) if up.session)
 
-    async def _listing(self) -> Merged:
-        """The merged view a list request answers from: current curation, new servers given their chance."""
+    async def _listing(self, ctx: Any) -> Merged:
+        """The merged view a list request answers from: current curation, new servers given their chance.
+
+        A snapshot entry listed while its upstream was told of capabilities this host lacks (a roots
+        tool after a host with roots) is not shown: that server is waited for like a new one.
+        """
         self.current_registry()
-        await self._await_discovery()
-        return self.merged()
+        have = host_caps(ctx)
+        unfit = {s for s, told in self._told.items() if s not in self._live and not told <= have}
+        await self._await_discovery(unfit)
+        unfit = {s for s in unfit if s not in self._live}
+        if not unfit:
+            return self.merged()
+        lists = {s: v for s, v in self._lists.items() if s not in unfit}
+        return merge(lists, self.refusal, self._builtins, catalogue.prefixes(self.registry))
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
-        return for_era(ctx, {"tools": (await self._listing()).tools_result}, cacheable=True)
+        return for_era(ctx, {"tools": (await self._listing(ctx)).tools_result}, cacheable=True)
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return for_era(ctx, {"prompts": (await self._listing()).prompts_result}, cacheable=True)
+        return for_era(ctx, {"prompts": (await self._listing(ctx)).prompts_result}, cacheable=True)
 
     async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return for_era(ctx, {"resources": (await self._listing()).resources_result}, cacheable=True)
+        return for_era(ctx, {"resources": (await self._listing(ctx)).resources_result}, cacheable=True)
 
     async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return for_era(ctx, {"resourceTemplates": (await self._listing()).templates_result}, cacheable=True)
+        return for_era(ctx, {"resourceTemplates": (await self._listing(ctx)).templates_result}, cacheable=True)
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = _Call(server="?", tool=params.name)
@@ -363,7 +457,8 @@ class Gateway:
         entry = self.merged().tools.get(name)
         if entry is not None:
             return entry
-        server, _, _ = name.partition(registry.SEP)
+        head, _, _ = name.partition(registry.SEP)
+        server = next((c.name for c in self.registry.servers.values() if c.exposed_prefix == head), head)
         call.server = server if server in self.registry.servers else "?"
         up = self.pool.get(server)
         if up is not None and server not in self._live:

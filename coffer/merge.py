@@ -34,23 +34,35 @@ class Merged:
 
 
 def merge(
-    lists: Mapping[str, Mapping[str, list[dict[str, Any]]]], refusal: Refusal, builtins: list[dict[str, Any]]
+    lists: Mapping[str, Mapping[str, list[dict[str, Any]]]],
+    refusal: Refusal,
+    builtins: list[dict[str, Any]],
+    prefixes: Mapping[str, str] | None = None,
 ) -> Merged:
     """Merge per-server listings (wire dicts); built-ins first, then tools sorted by exposed name.
 
-    Resources keep their URIs; when two servers list the same URI the first server by name owns it.
+    `prefixes` gives a server's exposed-name prefix when it is not the server's name ("" for bare
+    names). A name two servers would both expose (possible only with prefixes) goes to the first
+    server by name, and never shadows a built-in. Resources keep their URIs; when two servers list
+    the same URI the first server by name owns it.
     """
     from mcp.shared.uri_template import UriTemplate
 
     m = Merged(tools_result=list(builtins))
+    reserved = {str(b.get("name")) for b in builtins}
     for server in sorted(lists):
         kinds = lists[server]
         shown = refusal(server) is None
-        for t in build_tools(server, kinds.get("tools", [])):
+        prefix = (prefixes or {}).get(server)
+        for t in build_tools(server, kinds.get("tools", []), prefix):
+            if t.name in m.tools or t.name in reserved:
+                continue
             m.tools[t.name] = t
             if shown and refusal(server, t.tool, t.name) is None:
                 m.visible_tools.append(t)
-        for p in build_tools(server, kinds.get("prompts", [])):
+        for p in build_tools(server, kinds.get("prompts", []), prefix):
+            if p.name in m.prompts:
+                continue
             m.prompts[p.name] = p
             if shown:
                 m.prompts_result.append({**p.raw, "name": p.name})

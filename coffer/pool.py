@@ -122,6 +122,11 @@ class Pool:
         if self.on_listing is not None:
             self.on_listing(upstream, kinds)
 
+    def resource_updated(self, upstream: Upstream, params: Any) -> None:
+        """An upstream's resource changed: the relay tells the hosts subscribed to it."""
+        if self.relay is not None and self.upstreams.get(upstream.name) is upstream:
+            self.spawn(self.relay.resource_updated, upstream.name, params)
+
     def get(self, name: str) -> Upstream | None:
         return self.upstreams.get(name)
 

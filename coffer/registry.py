@@ -33,7 +33,7 @@ HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
     "# Managed by `coffer add/remove/enable/disable`; hand edits and comments are kept.\n"
 )
-SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout"}
+SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout", "prefix"}
 
 
 @dataclass
@@ -50,7 +50,13 @@ class ServerConfig:
     enabled: bool = True
     disabled_tools: list[str] = field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT_S
+    prefix: str | None = None  # None: the server name; "": tools and prompts exposed bare
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exposed_prefix(self) -> str:
+        """What goes before `__` in this server's exposed tool and prompt names ("" for none)."""
+        return self.name if self.prefix is None else self.prefix
 
     @property
     def transport(self) -> str:
@@ -72,6 +78,8 @@ class ServerConfig:
             "timeout": self.timeout,
             "disabled_tools": list(self.disabled_tools),
         }
+        if self.prefix is not None:
+            out["prefix"] = self.prefix
         if self.url:
             out["url"] = self.url
             out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
@@ -114,6 +122,31 @@ def validate_name(name: str) -> str:
     if name in RESERVED_NAMES:
         raise UsageError(f"server name '{name}' is reserved for Coffer's own tools (coffer__search_tools, ...)")
     return name
+
+
+def validate_prefix(prefix: str) -> str:
+    """A prefix is "" (bare names) or spelled like a server name, so `__` stays the only separator."""
+    if prefix and not NAME_RE.match(prefix):
+        raise UsageError(
+            f"invalid prefix '{prefix}': use '' or 1-20 lowercase letters, digits or '-' (first a letter or digit)"
+        )
+    if prefix in RESERVED_NAMES:
+        raise UsageError(f"prefix '{prefix}' is reserved for Coffer's own tools (coffer__search_tools, ...)")
+    return prefix
+
+
+def prefix_clash(reg: Registry, cfg: ServerConfig) -> str | None:
+    """Why `cfg`'s prefix cannot sit beside the other servers' (None when it can): two servers under one
+    prefix, or a prefix that is another server's name (the two name spaces must stay apart)."""
+    mine = cfg.exposed_prefix
+    if not mine:
+        return None
+    for other in reg.servers.values():
+        if other.name == cfg.name:
+            continue
+        if other.exposed_prefix == mine:
+            return f"prefix '{mine}' is already used by server '{other.name}'"
+    return None
 
 
 def split_target(target: str) -> tuple[str, str | None]:
@@ -172,6 +205,10 @@ def _build(doc: TOMLDocument, text: str, path: Path) -> Registry:
         if not isinstance(raw, dict):
             raise RegistryError(f"{where}: servers.{name} must be a table")
         reg.servers[name] = _server_from(name, raw, where)
+    for cfg in reg.servers.values():
+        clash = prefix_clash(reg, cfg)
+        if clash is not None:
+            raise RegistryError(f"{path}:{_line_of(text, cfg.name)}: servers.{cfg.name}: {clash}")
     return reg
 
 
@@ -202,6 +239,9 @@ def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
     if isinstance(timeout, bool) or timeout <= 0:
         raise RegistryError(f"{where}: servers.{name}.timeout must be a positive number of seconds")
     enabled = want("enabled", bool, True)
+    prefix = want("prefix", str, None)
+    if prefix is not None and ((prefix and not NAME_RE.match(prefix)) or prefix in RESERVED_NAMES):
+        raise RegistryError(f"{where}: servers.{name}.prefix '{prefix}' is invalid (use '' or a name like a server's)")
     return ServerConfig(
         name=name,
         command=command,
@@ -213,6 +253,7 @@ def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         enabled=enabled,
         disabled_tools=str_list("disabled_tools"),
         timeout=float(timeout),
+        prefix=prefix,
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
 
@@ -248,11 +289,18 @@ def _servers_table(doc: TOMLDocument) -> Any:
 
 def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = False) -> None:
     validate_name(cfg.name)
+    if cfg.prefix is not None:
+        validate_prefix(cfg.prefix)
     _validate_maps(cfg)
     with edit(path) as doc:
         servers = _servers_table(doc)
         if cfg.name in servers and not replace:
             raise ConflictError(f"server '{cfg.name}' already exists (use `coffer remove {cfg.name}` first)")
+        current = _build(doc, tomlkit.dumps(doc), path or paths.registry_path())
+        current.servers[cfg.name] = cfg
+        clash = prefix_clash(current, cfg)
+        if clash is not None:
+            raise ConflictError(f"cannot add '{cfg.name}': {clash}")
         table = tomlkit.table()
         if cfg.url:
             table.add("url", cfg.url)
@@ -270,6 +318,8 @@ def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = Fals
             table.add("disabled_tools", sorted(cfg.disabled_tools))
         if cfg.timeout != DEFAULT_TIMEOUT_S:
             table.add("timeout", cfg.timeout)
+        if cfg.prefix is not None:
+            table.add("prefix", cfg.prefix)
         servers[cfg.name] = table
     from coffer.pinning import approve_server_config  # the user chose this launch config (add/import)
 

@@ -37,6 +37,11 @@ from coffer.redact import scrub, scrub_obj
 
 log = logging.getLogger("coffer.relay")
 
+LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+# Until a host sends logging/setLevel it hears upstream messages at "info" and above: servers such as
+# desktop-commander send debug lines on every call, which no host asked for.
+DEFAULT_LOG_LEVEL = "info"
+
 
 @dataclass(eq=False)
 class _Origin:
@@ -82,6 +87,8 @@ class Relay:
         self._known = anyio.Event()
         self._deadline: float | None = None
         self._caps: types.ClientCapabilities | None = None  # what the first host can take
+        self._levels: dict[int, str] = {}  # host connection -> the level it set with logging/setLevel
+        self._subscribers: dict[str, list[Any]] = {}  # resource URI -> host sessions subscribed to it
 
     # ------------------------------------------------------------------ hosts and calls
 
@@ -101,6 +108,62 @@ class Relay:
     def drop_host(self, session: Any) -> None:
         with contextlib.suppress(ValueError):
             self.hosts.remove(session)
+        conn = id(_connection(session))
+        self._levels.pop(conn, None)
+        for uri in list(self._subscribers):
+            self.unsubscribe(uri, session)
+
+    def _standalone(self, session: Any) -> Any:
+        """The session kept from this host's handshake (it outlives any one request), else `session`."""
+        conn = _connection(session)
+        return next((h for h in self.hosts if _connection(h) is conn), session)
+
+    # ------------------------------------------------------------------ log levels and subscriptions
+
+    def set_level(self, session: Any, level: str) -> str:
+        """Record a host's logging/setLevel; returns the level upstreams should use (the most verbose asked)."""
+        self._levels[id(_connection(session))] = level
+        return self.upstream_level() or level
+
+    def upstream_level(self) -> str | None:
+        """What upstreams are told: the lowest level any host set; None before any host set one."""
+        if not self._levels:
+            return None
+        return min(self._levels.values(), key=LEVELS.index)
+
+    def _hears(self, session: Any, level: str) -> bool:
+        wanted = self._levels.get(id(_connection(session)), DEFAULT_LOG_LEVEL)
+        return LEVELS.index(level) >= LEVELS.index(wanted) if level in LEVELS else True
+
+    def subscribe(self, uri: str, session: Any) -> bool:
+        """Note a host's subscription; True when it is the first for `uri` (the upstream must be asked)."""
+        subs = self._subscribers.setdefault(uri, [])
+        conn = _connection(session)
+        if not any(_connection(s) is conn for s in subs):
+            subs.append(self._standalone(session))
+        return len(subs) == 1
+
+    def unsubscribe(self, uri: str, session: Any) -> bool:
+        """Forget a host's subscription; True when nobody is subscribed to `uri` any more."""
+        conn = _connection(session)
+        subs = [s for s in self._subscribers.get(uri, []) if _connection(s) is not conn]
+        if subs:
+            self._subscribers[uri] = subs
+            return False
+        self._subscribers.pop(uri, None)
+        return True
+
+    def subscribed(self) -> list[str]:
+        return list(self._subscribers)
+
+    async def resource_updated(self, server: str, params: types.ResourceUpdatedNotificationParams) -> None:
+        """An upstream's `notifications/resources/updated`, to the hosts subscribed to that URI only."""
+        note = types.ResourceUpdatedNotification(params=params)
+        for session in list(self._subscribers.get(str(params.uri), [])):
+            try:
+                await session.send_notification(note)
+            except Exception:  # a host that went away must not break the upstream or the others
+                self.drop_host(session)
 
     @contextlib.contextmanager
     def origin(self, server: str, ctx: Any) -> Iterator[None]:
@@ -204,17 +267,20 @@ class Relay:
                 level=params.level, logger=scrub(logger), data=scrub_obj(params.data)
             )
         )
-        if not self._calls.get(server):  # no call caused it: every legacy host hears it
+        if not self._calls.get(server):  # no call caused it: every legacy host that wants the level hears it
             for host in list(self.hosts):
-                with contextlib.suppress(Exception):  # a host that went away must not break the upstream
-                    await host.send_notification(note)
+                if self._hears(host, params.level):
+                    with contextlib.suppress(Exception):  # a host that went away must not break the upstream
+                        await host.send_notification(note)
             return
         target = self._target(server)
         if isinstance(target, str):
             return  # it could belong to either of two hosts: dropped, never guessed
         session, related, origin = target
         assert origin is not None
-        if params.level in allowed_log_levels(session.protocol_version, origin.ctx.meta):
+        modern = session.protocol_version in MODERN_PROTOCOL_VERSIONS  # 2026-07-28 sets the level per request
+        wanted = params.level in allowed_log_levels(session.protocol_version, origin.ctx.meta)
+        if wanted and (modern or self._hears(session, params.level)):
             with contextlib.suppress(Exception):
                 await session.send_notification(note, related_request_id=related)
 

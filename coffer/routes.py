@@ -68,6 +68,44 @@ async def read_resource(gw: Gateway, ctx: Any, params: types.ReadResourceRequest
     return for_era(ctx, await forward(gw, ctx, server, request), cacheable=True)
 
 
+async def subscribe(gw: Gateway, ctx: Any, params: types.SubscribeRequestParams) -> dict[str, Any]:
+    """Subscribe the host to a resource: the owning upstream is asked once, however many hosts subscribe."""
+    gw.current_registry()
+    uri = str(params.uri)
+    server = _subscribable_owner(gw, uri)
+    if gw.relay.subscribe(uri, ctx.session):
+        try:
+            request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+            await forward(gw, ctx, server, request)
+        except MCPError:
+            gw.relay.unsubscribe(uri, ctx.session)
+            raise
+    return for_era(ctx, {})
+
+
+async def unsubscribe(gw: Gateway, ctx: Any, params: types.UnsubscribeRequestParams) -> dict[str, Any]:
+    """Drop the host's subscription; the upstream is told once no host is subscribed."""
+    gw.current_registry()
+    uri = str(params.uri)
+    if gw.relay.unsubscribe(uri, ctx.session):
+        server = resource_owner(gw, uri)
+        if server is not None:
+            request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+            await forward(gw, ctx, server, request)
+    return for_era(ctx, {})
+
+
+def _subscribable_owner(gw: Gateway, uri: str) -> str:
+    server = resource_owner(gw, uri)
+    if server is None:
+        raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
+    up = gw.pool.get(server)
+    caps = up.session.server_capabilities if up is not None and up.session is not None else None
+    if caps is not None and (caps.resources is None or not caps.resources.subscribe):
+        raise MCPError(code=types.METHOD_NOT_FOUND, message=f"server '{server}' does not support subscriptions")
+    return server
+
+
 async def complete(gw: Gateway, ctx: Any, params: types.CompleteRequestParams) -> dict[str, Any]:
     """Argument suggestions from the owning upstream; none (not an error) when it offers no completions."""
     gw.current_registry()

@@ -25,7 +25,7 @@ import mcp_types as types
 from mcp import ClientSession, MCPError
 from pydantic import TypeAdapter
 
-from coffer import __version__
+from coffer import __version__, outbound
 from coffer.catalogue import KINDS, Listing
 from coffer.errors import SecretError, UpstreamError
 from coffer.registry import ServerConfig, resolved_env, resolved_headers
@@ -50,6 +50,7 @@ _LIST_REQUESTS: dict[str, Any] = {
 }
 _WIRE_KEY = dict(zip(KINDS, ("tools", "prompts", "resources", "resourceTemplates"), strict=True))
 _BINARY_MIME = ("image/", "audio/", "video/", "font/", "application/octet-stream", "application/pdf", "application/zip")
+_TOLD = (("sampling", "sampling_callback"), ("elicitation", "elicitation_callback"), ("roots", "list_roots_callback"))
 _CHANGED = {
     types.ToolListChangedNotification: "tools",
     types.PromptListChangedNotification: "prompts",
@@ -112,6 +113,7 @@ class Upstream:
         self.last_error: str | None = None
         self.error_class: str | None = None
         self.server_info: dict[str, Any] | None = None
+        self.capabilities: dict[str, Any] = {}  # what the server declared at its handshake (wire form)
         self.protocol_version: str | None = None
         self.init_seconds: float | None = None
         self.spawns = 0
@@ -127,6 +129,7 @@ class Upstream:
         self._transport_error: BaseException | None = None
         self._dirty: set[str] = set()
         self._relisting = False
+        self.told: frozenset[str] = frozenset()  # host capabilities this session was told of (coffer.relay)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -204,6 +207,7 @@ class Upstream:
                     async with AsyncExitStack() as stack:
                         read, write = await stack.enter_async_context(self._open(exited))
                         opts = await self.pool.client_options(self.name)  # what the host lets us relay
+                        self.told = frozenset(cap for cap, key in _TOLD if key in opts)
                         opts |= {"message_handler": self._on_message, "client_info": CLIENT_INFO}
                         session = await stack.enter_async_context(ClientSession(read, write, self.cfg.timeout, **opts))
                         began = anyio.current_time()
@@ -213,6 +217,7 @@ class Upstream:
                         ready_at = anyio.current_time()
                         self.init_seconds = ready_at - began
                         self.server_info = init.server_info.model_dump(exclude_none=True)
+                        self.capabilities = init.capabilities.model_dump(by_alias=True, exclude_none=True)
                         self.protocol_version = init.protocol_version
                         self.session, self.listing, self.state = session, listing, State.READY
                         self.last_error = self.error_class = None
@@ -338,6 +343,9 @@ class Upstream:
             if _http_status(message) in (401, 403):
                 self._restartable()
             return
+        if isinstance(message, types.ResourceUpdatedNotification):
+            self.pool.resource_updated(self, message.params)
+            return
         kind = _CHANGED.get(type(message))
         if kind is None:
             return
@@ -370,14 +378,13 @@ class Upstream:
         """Send one request and return the upstream's raw (wire-format) result.
 
         Raises UpstreamUnavailable when the server cannot be reached, MCPError for the upstream's own
-        JSON-RPC errors (REQUEST_TIMEOUT after `timeout` seconds, a courtesy cancel is sent upstream).
+        JSON-RPC errors (REQUEST_TIMEOUT after `timeout` seconds). Giving up on the request, by timeout or
+        cancellation, sends `notifications/cancelled` upstream before this returns (`coffer.outbound`).
         """
         timeout = self.cfg.timeout if timeout is None else timeout
         session = await self.ready_session(timeout)
         try:
-            return await session.send_request(
-                request, _RAW, request_read_timeout_seconds=timeout, progress_callback=progress
-            )
+            return await outbound.send(session, request, timeout=timeout, progress=progress)
         except MCPError as exc:
             if exc.code != types.CONNECTION_CLOSED:
                 raise
@@ -425,6 +432,7 @@ class Upstream:
             "init_seconds": self.init_seconds,
             "protocol_version": self.protocol_version,
             "server_info": self.server_info,
+            "capabilities": self.capabilities,
             "stderr_tail": self.stats.stderr_tail(),
             "garbage_lines": self.stats.garbage_lines,
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -213,3 +214,27 @@ async def test_log_rows_are_not_trust_changes(coffer_home: Path) -> None:
             assert other.observe("alpha", build_tools("alpha", changed)) == {"alpha__echo"}
         gw.current_registry()
         assert gw.merged() is not view and gw.refusal("alpha", "echo", "alpha__echo") is not None
+
+
+async def test_first_list_never_shows_tools_listed_for_a_more_capable_host(coffer_home: Path) -> None:
+    """A snapshot written while a host with roots was connected holds a roots-only tool: the next host
+    without roots must not be shown it, not even in the first list (the server is waited for instead)."""
+
+    async def roots(ctx: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
+    add_fixture(coffer_home, "cs", "capsensitive")
+    async with serve(coffer_home, list_roots_callback=roots) as s:
+        await wait_for(lambda: "roots" in (catalogue_told(coffer_home, "cs") or []), 30, "the snapshot of cs")
+        assert "cs__get_roots" in await s.tool_names()
+    async with serve(coffer_home) as s:
+        names = await s.tool_names()
+        assert "cs__echo" in names and "cs__get_roots" not in names
+    async with serve(coffer_home, list_roots_callback=roots) as s:  # a less capable listing fits every host
+        assert "cs__echo" in await s.tool_names()
+
+
+def catalogue_told(home: Path, server: str) -> list[str] | None:
+    snap = catalogue.load_snapshot()
+    entry = None if snap is None else snap.servers.get(server)
+    return None if entry is None else entry.told

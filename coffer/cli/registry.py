@@ -9,7 +9,7 @@ import typer
 
 from coffer import catalogue, paths, registry, render
 from coffer.cli._app import app
-from coffer.errors import NotFoundError, UsageError
+from coffer.errors import ConflictError, NotFoundError, UsageError
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -36,6 +36,10 @@ def add(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to start and per call.")] = DEFAULT_TIMEOUT,
     disabled: Annotated[bool, typer.Option("--disabled", help="Register it disabled.")] = False,
     no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
+    prefix: Annotated[
+        str | None,
+        typer.Option("--prefix", help="Expose tools and prompts as PREFIX__NAME ('' for bare names); default NAME."),
+    ] = None,
 ) -> None:
     """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
     if url and command:
@@ -54,6 +58,7 @@ def add(
         headers=_pairs(header, "--header"),
         enabled=not disabled,
         timeout=timeout,
+        prefix=None if prefix is None else registry.validate_prefix(prefix),
     )
     registry.add_server(cfg)
     render.say(f"added '{name}': {cfg.launch_line()}")
@@ -71,6 +76,14 @@ def _probe(cfg: registry.ServerConfig) -> None:
     except CofferError as exc:
         render.warn(f"registered, but could not list its tools yet: {exc}")
         return
+    clashes = catalogue.name_clashes(registry.load(), catalogue.load_snapshot(), cfg.name)
+    if clashes:
+        registry.remove_server(cfg.name)  # with its catalogue entry and approval: as if never added
+        shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
+        raise ConflictError(
+            f"not added: '{cfg.name}' would expose names another server (or Coffer) already does: {shown}; "
+            "choose another --prefix"
+        )
     summary = ", ".join(f"{counts[kind]} {kind}" for kind in ("tools", "prompts", "resources"))
     render.say(f"'{cfg.name}' serves {summary}")
 
@@ -85,7 +98,7 @@ def remove(name: Annotated[str, typer.Argument(help="Server to remove.")]) -> No
 def _tool_counts(reg: registry.Registry, snap: catalogue.Snapshot | None, name: str) -> tuple[int, int] | None:
     if snap is None or name not in snap.servers:
         return None
-    tools = catalogue.server_tools(snap, name)
+    tools = catalogue.server_tools(snap, name, reg.servers[name].exposed_prefix)
     disabled = set(reg.servers[name].disabled_tools)
     return sum(1 for t in tools if t.tool not in disabled), len(tools)
 
@@ -132,7 +145,7 @@ def show(name: Annotated[str, typer.Argument(help="Server to show.")], as_json: 
     disabled = set(cfg.disabled_tools)
     tools = [
         {"name": t.name, "tool": t.tool, "enabled": t.tool not in disabled, "description": t.description}
-        for t in catalogue.server_tools(snap, name)
+        for t in catalogue.server_tools(snap, name, cfg.exposed_prefix)
     ]
     data = cfg.to_dict(mask=True) | {"tools": tools, "catalogued": snap is not None and name in snap.servers}
     if as_json:
@@ -156,7 +169,7 @@ def _toggle(target: str, enabled: bool, force: bool) -> None:
     reg = registry.load()
     reg.get(server)
     if tool is not None:
-        found = catalogue.find_tool(catalogue.load_snapshot(), server, tool)
+        found = catalogue.find_tool(catalogue.load_snapshot(), server, tool, reg.servers[server].exposed_prefix)
         if found is not None:
             tool = found.tool
         elif not force:
