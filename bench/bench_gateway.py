@@ -2,6 +2,7 @@
 
   python bench/bench_gateway.py              # added latency per tools/call + first tools/list with 16 upstreams
   python bench/bench_gateway.py --starts     # time to first/all ready for N upstreams at several start bounds
+  python bench/bench_gateway.py --http       # tools/call through `coffer serve` on stdio vs `--http`, side by side
 
 Upstreams are the bundled example server (coffer/examples/demo_server.py, an mcp 2.x SDK server), so
 the figures include real SDK parsing on both hops. Each scenario uses its own temporary COFFER_HOME.
@@ -127,6 +128,79 @@ async def bench_latency(n: int, real: bool, pause_s: float = 0.0) -> None:
     print(f"  added          : {summary(added)} (per-pair difference)")
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@asynccontextmanager
+async def http_session(argv: list[str], port: int, env: dict[str, str] | None = None) -> AsyncIterator[ClientSession]:
+    """A server started as `argv` that listens on 127.0.0.1:`port`/mcp, and a streamable HTTP session to it."""
+    import socket
+    import subprocess
+
+    from mcp.client.streamable_http import streamable_http_client
+
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            await anyio.sleep(0.05)
+        async with (
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            yield s
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+async def bench_http(n: int) -> None:
+    """The same echo four ways in one run, calls interleaved: the demo server directly on stdio and on
+    HTTP, and through `coffer serve` on stdio and on `--http` (the upstream on stdio in both)."""
+    home = await vault(1, True)
+    port, gw_port = _free_port(), _free_port()
+    direct_http_argv = [
+        sys.executable,
+        "-c",
+        f"import runpy; ns = runpy.run_path({DEMO!r}); ns['mcp'].run('streamable-http', port={port})",
+    ]
+    gw_http_argv = [sys.executable, "-m", "coffer", "serve", "--http", str(gw_port)]
+    runs: dict[str, list[float]] = {"ds": [], "dh": [], "gs": [], "gh": []}
+    async with (
+        session(sys.executable, [DEMO]) as ds,
+        http_session(direct_http_argv, port) as dh,
+        session(sys.executable, ["-m", "coffer", "serve"], gateway_env(home)) as gs,
+        http_session(gw_http_argv, gw_port, gateway_env(home)) as gh,
+    ):
+        pairs = [("ds", ds, "echo"), ("dh", dh, "echo"), ("gs", gs, "demo0__echo"), ("gh", gh, "demo0__echo")]
+        for i in range(20):
+            for _, s, tool in pairs:
+                await timed_call(s, tool, i)
+        for i in range(n):
+            for key, s, tool in pairs:
+                runs[key].append(await timed_call(s, tool, i))
+
+    def added(a: str, b: str) -> str:
+        return summary([y - x for x, y in zip(runs[a], runs[b], strict=True)])
+
+    print(f"tools/call, {n} rounds after warm-up (demo echo + 222 catalogued tools), stdio vs HTTP:")
+    print(f"  direct, stdio        : {summary(runs['ds'])}")
+    print(f"  direct, HTTP         : {summary(runs['dh'])}")
+    print(f"  coffer serve         : {summary(runs['gs'])}")
+    print(f"  coffer serve --http  : {summary(runs['gh'])}")
+    print(f"  added on stdio       : {added('ds', 'gs')}  (coffer serve minus direct stdio)")
+    print(f"  added on HTTP        : {added('dh', 'gh')}  (coffer serve --http minus direct HTTP)")
+    print(f"  HTTP vs stdio added  : {added('ds', 'dh')} direct, {added('gs', 'gh')} through coffer")
+
+
 async def bench_first_list(servers: int, runs: int) -> None:
     home = await vault(servers)
     init, first = [], []
@@ -174,8 +248,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--starts", action="store_true", help="measure the start bound instead")
     parser.add_argument("--start-servers", type=int, default=8)
+    parser.add_argument("--http", action="store_true", help="only the stdio vs HTTP comparison")
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}")
+    if args.http:
+        anyio.run(bench_http, args.calls)
+        return
     if args.starts:
         n = args.start_servers
         anyio.run(bench_starts, n, sorted({1, 2, 4, n}))
@@ -183,6 +261,7 @@ def main() -> None:
     anyio.run(bench_latency, args.calls, False)
     anyio.run(bench_latency, args.calls, True)
     anyio.run(bench_latency, args.calls, True, args.pause_ms / 1000)
+    anyio.run(bench_http, args.calls)
     anyio.run(bench_first_list, args.servers, args.runs)
 
 

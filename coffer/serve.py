@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import stat
 import sys
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from typing import Any
 
 import anyio
 
+from coffer.errors import CofferError
 from coffer.gateway import Gateway
 
 log = logging.getLogger("coffer.serve")
@@ -138,44 +140,64 @@ async def _serve_stdio(gateway: Gateway) -> None:
         await gateway.server.run(read, write, gateway.initialization_options())
 
 
-async def _serve_http(gateway: Gateway, port: int) -> None:
+def _listen(port: int) -> socket.socket:
+    """Bind the loopback port before anything starts, so a port in use is one clear error, not a half start."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise CofferError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+async def _serve_http(gateway: Gateway, sock: socket.socket) -> None:
     import uvicorn
 
+    port = sock.getsockname()[1]
     app = gateway.server.streamable_http_app(host="127.0.0.1")
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", http="auto")
     server = uvicorn.Server(config)
     # uvicorn re-raises the signal it caught once it has stopped; with a no-op handler in place that
     # re-raise cannot kill us before the upstreams are stopped.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     sys.stderr.write(f"coffer: serving MCP on http://127.0.0.1:{port}/mcp\n")
-    await server.serve()
+    await server.serve(sockets=[sock])
 
 
-async def _main(http_port: int | None) -> None:
+async def _main(http_sock: socket.socket | None) -> None:
     from coffer.log import CallLog
 
     calllog = CallLog.open()
     # stdio has one host: upstreams are told what it can take; HTTP hosts come and go (coffer.relay)
-    gateway = Gateway(calllog=calllog, host_wait=HOST_WAIT_S if http_port is None else None)
+    gateway = Gateway(calllog=calllog, host_wait=HOST_WAIT_S if http_sock is None else None)
     try:
         async with gateway.running(), anyio.create_task_group() as tg:
-            if http_port is None:
+            if http_sock is None:
                 tg.start_soon(_watch_signals, tg.cancel_scope)
                 await _serve_stdio(gateway)
             else:
-                await _serve_http(gateway, http_port)
+                await _serve_http(gateway, http_sock)
             tg.cancel_scope.cancel()
     finally:
         await anyio.to_thread.run_sync(calllog.close)
 
 
 def run(http_port: int | None = None) -> None:
-    """Serve until stdin closes or a signal arrives, then exit the process (never returns)."""
+    """Serve until stdin closes or a signal arrives, then exit the process (never returns).
+
+    Raises CofferError before anything starts when the HTTP port cannot be bound.
+    """
+    sock = None if http_port is None else _listen(http_port)
     _setup_logging()
     code = 0
     try:
-        anyio.run(_main, http_port)
+        anyio.run(_main, sock)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:  # report, then still exit without leaving threads behind

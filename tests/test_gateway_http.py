@@ -118,3 +118,18 @@ async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def test_port_in_use_is_one_error_and_nothing_starts(coffer_home: Path, tmp_path: Path) -> None:
+    events = tmp_path / "events"
+    add_fixture(coffer_home, "alpha", events=events)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        argv = [sys.executable, "-m", "coffer", "serve", "--http", str(port)]
+        done = subprocess.run(argv, env=serve_env(coffer_home), capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert done.stderr == f"coffer: error: cannot serve on 127.0.0.1:{port}: Address already in use\n"
+    assert "serving" not in done.stdout + done.stderr
+    assert not events.exists()  # no upstream was started for a server that could not listen
