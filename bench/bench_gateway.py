@@ -35,9 +35,10 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from coffer import catalogue, registry  # noqa: E402
-from coffer.demo import demo_server_path  # noqa: E402
-from coffer.pool import Pool  # noqa: E402
+from coffer.gateway.pool import Pool  # noqa: E402
+from coffer.manage import servers as manage  # noqa: E402
+from coffer.manage.demo import demo_server_path  # noqa: E402
+from coffer.vault import catalogue, registry  # noqa: E402
 
 DEMO = str(demo_server_path())
 REAL = ROOT / "tests" / "data" / "real-servers.json"
@@ -63,7 +64,7 @@ async def vault(n: int, real: bool = False) -> Path:
     os.environ["COFFER_HOME"] = str(home)
     try:
         for i in range(n):
-            registry.add_server(registry.ServerConfig(name=f"demo{i}", command=sys.executable, args=[DEMO]))
+            manage.add_server(registry.ServerConfig(name=f"demo{i}", command=sys.executable, args=[DEMO]))
         for i in range(n):
             catalogue.save_server(f"demo{i}", tools=tools)
         if real:
@@ -72,7 +73,7 @@ async def vault(n: int, real: bool = False) -> Path:
                 by_server.setdefault(tool.pop("server"), []).append(tool)
             for name, listed in by_server.items():
                 cfg = registry.ServerConfig(name=name, command=sys.executable, args=["-c", "raise SystemExit(1)"])
-                registry.add_server(cfg)
+                manage.add_server(cfg)
                 catalogue.save_server(name, tools=listed)
     finally:
         if old is None:

@@ -12,12 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from coffer.log import CallLog, CallRecord, open_log
+from coffer.log.calls import CallLog, CallRecord, open_log
 
 CHILD = """
 import sys, time
 from pathlib import Path
-from coffer.log import CallLog, CallRecord
+from coffer.log.calls import CallLog, CallRecord
 n, path = int(sys.argv[1]), Path(sys.argv[2])
 calllog = CallLog.open(path, retention_days=0)
 sys.stdin.readline()

@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = bench_catalogue(f"{len(real)} real tools", real, queries, with_minilm=installed())
     rows += bench_catalogue(f"{SYNTHETIC_SIZE:,} tools", synthetic_docs(real, pool, SYNTHETIC_SIZE), queries)
 
-    from coffer import render
+    from coffer.cli import render
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:.3f}"

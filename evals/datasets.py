@@ -17,7 +17,7 @@ METATOOL_SAMPLE = 1000
 
 @dataclass(frozen=True)
 class EvalTool:
-    """Duck-types coffer.catalogue.CatalogueTool, so evals go through docs_from_tools like the CLI."""
+    """Duck-types coffer.vault.catalogue.CatalogueTool, so evals go through docs_from_tools like the CLI."""
 
     name: str
     server: str

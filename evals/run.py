@@ -123,7 +123,7 @@ def default_rankers() -> list[str]:
 
 
 def _render(rows: list[dict]) -> None:
-    from coffer import render
+    from coffer.cli import render
 
     cols = ["dataset", "ranker", "queries", *metrics.METRICS, "ms/query"]
     render.table(

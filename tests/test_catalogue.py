@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from coffer import catalogue, registry
 from coffer.errors import RegistryError
-from coffer.pinning import Pins
+from coffer.manage import servers
+from coffer.trust import curation
+from coffer.trust.pinning import Pins
+from coffer.vault import catalogue, registry
 
 DATA = Path(__file__).parent / "data" / "real-servers.json"
 CLIENT_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -68,9 +70,9 @@ def test_snapshot_roundtrip_and_curated_view(coffer_home: Path) -> None:
     assert catalogue.load_snapshot() is None
     catalogue.save_server("b", tools=[tool("two"), tool("one")])
     catalogue.save_server("a", tools=[tool("zed")], resources=[{"uri": "file:///x", "name": "x"}])
-    registry.add_server(registry.ServerConfig(name="a", command="echo"))
-    registry.add_server(registry.ServerConfig(name="b", command="echo", disabled_tools=["two"]))
-    registry.add_server(registry.ServerConfig(name="c", command="echo", enabled=False))
+    servers.add_server(registry.ServerConfig(name="a", command="echo"))
+    servers.add_server(registry.ServerConfig(name="b", command="echo", disabled_tools=["two"]))
+    servers.add_server(registry.ServerConfig(name="c", command="echo", enabled=False))
     snap = catalogue.load_snapshot()
     assert snap is not None and sorted(snap.servers) == ["a", "b"]
     assert snap.servers["a"].resources == [{"uri": "file:///x", "name": "x"}]
@@ -78,7 +80,7 @@ def test_snapshot_roundtrip_and_curated_view(coffer_home: Path) -> None:
     assert raw["servers"]["b"]["names"] == {"b__one": "one", "b__two": "two"}
     reg = registry.load()
     with Pins.open(new_tools="allow") as pins:
-        assert [t.name for t in catalogue.visible_tools(reg, snap, pins)] == ["a__zed", "b__one"]
+        assert [t.name for t in curation.visible_tools(reg, snap, pins)] == ["a__zed", "b__one"]
     catalogue.drop_server("a")
     assert sorted(catalogue.load_snapshot().servers) == ["b"]  # type: ignore[union-attr]
 

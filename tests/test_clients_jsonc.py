@@ -10,7 +10,7 @@ import pytest
 from coffer.clients import jsonc
 from coffer.clients.common import ClientFileError, hashed_name, is_coffer_serve, normalise_name
 from coffer.clients.mcpjson import McpServersJson
-from coffer.registry import NAME_RE
+from coffer.vault.registry import NAME_RE
 
 REAL = Path(__file__).parent / "data" / "real-servers.json"
 ENTRY = {"command": "/bin/coffer", "args": ["serve"]}

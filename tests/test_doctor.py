@@ -10,9 +10,10 @@ import anyio
 import tomlkit
 from typer.testing import CliRunner
 
-from coffer import catalogue, registry
-from coffer.pinning import Pins
-from coffer.pool import probe
+from coffer.gateway.pool import probe
+from coffer.manage import servers
+from coffer.trust.pinning import Pins
+from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture
 
@@ -26,7 +27,7 @@ def add_faulty(
 ) -> None:
     argv = [str(FAULTY), "--mode", mode, *(args or [])]
     cfg = registry.ServerConfig(name=name, command=sys.executable, args=argv, timeout=10.0, env=env or {})
-    registry.add_server(cfg, path=home / "coffer.toml")
+    servers.add_server(cfg, path=home / "coffer.toml")
 
 
 def hand_edit(home: Path, server: str, key: str, value: object) -> None:
@@ -43,7 +44,7 @@ def test_doctor_reports_every_server(cli: CliRunner, coffer_home: Path, tmp_path
     add_fixture(coffer_home, "broken", "crash_start")
     add_faulty(coffer_home, "long", "long_name")
     add_faulty(coffer_home, "leaky", "env_stderr", env={"API_TOKEN": CANARY})
-    registry.add_server(registry.ServerConfig(name="missing", command="no-such-program-7f2e"))
+    servers.add_server(registry.ServerConfig(name="missing", command="no-such-program-7f2e"))
     add_fixture(coffer_home, "off", enabled=False)
     add_fixture(coffer_home, "edited", events=events)
     hand_edit(coffer_home, "edited", "args", [*registry.load().get("edited").args, "--mode", "normal"])
@@ -120,7 +121,7 @@ def test_doctor_counts_only_what_agents_see(cli: CliRunner, coffer_home: Path) -
 
 
 def test_doctor_human_output(cli: CliRunner, coffer_home: Path) -> None:
-    registry.add_server(registry.ServerConfig(name="missing", command="no-such-program-7f2e"))
+    servers.add_server(registry.ServerConfig(name="missing", command="no-such-program-7f2e"))
     catalogue.save_server("missing", tools=[{"name": "t", "description": "d" * 400, "inputSchema": {"type": "object"}}])
     result = run_cli(cli, "doctor", code=1)
     assert "missing" in result.stdout and "failed" in result.stdout and "(snapshot)" in result.stdout
@@ -165,7 +166,7 @@ def test_refresh_rewrites_the_snapshot(cli: CliRunner, coffer_home: Path) -> Non
 
 def test_refresh_pins_tools_and_indexes_resources(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:
     """A refresh records listings with the pins (a rug pull shows in `coffer diff` at once) and re-indexes resources."""
-    registry.add_server(registry.ServerConfig(name="res", command=sys.executable, args=[str(RESOURCES)]))
+    servers.add_server(registry.ServerConfig(name="res", command=sys.executable, args=[str(RESOURCES)]))
     update = tmp_path / "upstream-updated"
     add_faulty(coffer_home, "rug", "rugpull", args=["--mutated-if", str(update)])
 

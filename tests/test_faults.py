@@ -25,7 +25,8 @@ import pytest
 import tomlkit
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
-from coffer import catalogue, registry
+from coffer.manage import servers as manage
+from coffer.vault import catalogue, registry
 
 FIXTURE = Path(__file__).parent / "fixtures" / "faulty_server.py"
 PY = sys.executable
@@ -79,7 +80,7 @@ def setup_vault(home: Path, servers: dict[str, tuple[str, float]], events: Path,
             cfg = registry.ServerConfig(name=name, command=sys.executable, args=args, timeout=timeout)
             cfg.env = {"TOKEN": "${secret:NOPE_UNSET}"} if name == "nosecret" else {}
             cfg.command = "/nonexistent/coffer-fault-command" if name == "enoent" else cfg.command
-            registry.add_server(cfg)
+            manage.add_server(cfg)
         with (home / "coffer.toml").open("a") as fh:
             fh.write(extra)
         for name in NEVER_UP:
@@ -414,7 +415,7 @@ async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signa
     finally:
         subreaper(False)
     if sig == signal.SIGTERM:
-        from coffer.log import open_log, query
+        from coffer.log.calls import open_log, query
 
         rows = [r for r in query(open_log(home / "coffer.db")) if r["tool"] == "sleep"]
         assert len(rows) == 4 and all(r["outcome"] in ("cancelled", "error") for r in rows), rows

@@ -10,7 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 
-from coffer import catalogue, registry
+from coffer.vault import catalogue, registry
 from tests.fixtures.gateway_harness import add_fixture, read_events, serve, text, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -81,7 +81,7 @@ async def test_merge_route_curate_and_builtins(coffer_home: Path) -> None:
     assert snap is not None and {"alpha", "beta"} <= set(snap.servers)
     assert "echo" in [t["name"] for t in snap.servers["alpha"].tools]
 
-    from coffer.log import open_log, query
+    from coffer.log.calls import open_log, query
 
     rows = query(open_log(), limit=100)
     outcomes = {(r["server"], r["tool"], r["outcome"]) for r in rows}
@@ -158,7 +158,7 @@ async def test_progress_cancellation_timeout_and_list_changed(coffer_home: Path,
         assert f"alpha__{added}" in await s.tool_names()
         assert text(await s.call(f"alpha__{added}")) == added
 
-    from coffer.log import open_log, query
+    from coffer.log.calls import open_log, query
 
     outcomes = {(r["server"], r["tool"], r["outcome"]) for r in query(open_log(), limit=50)}
     assert ("alpha", "slow", "cancelled") in outcomes
@@ -181,10 +181,10 @@ async def test_log_rows_are_not_trust_changes(coffer_home: Path) -> None:
     """Every call's log row commits to coffer.db; taken for a trust change, it re-merged the catalogue on each call."""
     import time
 
-    from coffer.catalogue import build_tools
-    from coffer.gateway import Gateway
-    from coffer.log import CallLog, CallRecord
-    from coffer.pinning import Pins
+    from coffer.gateway.server import Gateway
+    from coffer.log.calls import CallLog, CallRecord
+    from coffer.trust.pinning import Pins
+    from coffer.vault.catalogue import build_tools
 
     add_fixture(coffer_home, "alpha", enabled=False)  # catalogued, never started: nothing else changes
     catalogue.save_server("alpha", tools=[{"name": "echo", "inputSchema": {"type": "object"}}])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from coffer import catalogue, registry
+from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import FIXTURE
 

@@ -16,9 +16,10 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from coffer import registry
 from coffer.errors import UpstreamError
-from coffer.pool import probe
+from coffer.gateway.pool import probe
+from coffer.manage import servers
+from coffer.vault import registry
 from tests.fixtures.gateway_harness import FIXTURE, add_fixture, alive, descendants, serve, serve_env, text, wait_for
 
 pytestmark = pytest.mark.anyio
@@ -65,8 +66,8 @@ async def test_http_upstreams_with_header_secrets(
     with pytest.raises(UpstreamError, match="HTTP 401"):
         await probe(bad)
 
-    registry.add_server(good)
-    registry.add_server(bad)
+    servers.add_server(good)
+    servers.add_server(bad)
     async with serve(coffer_home) as s:
         assert text(await s.call("web__echo", {"text": "via http"})) == "via http"
         assert text(await s.call("web__add", {"a": 1, "b": 41})) == "42"

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from coffer import catalogue, registry
+from coffer.manage import servers
+from coffer.vault import catalogue, registry
 from tests.fixtures.gateway_harness import serve, text
 
 pytestmark = pytest.mark.anyio
@@ -33,7 +34,7 @@ async def test_time_and_git_from_pypi(coffer_home: Path, tmp_path: Path) -> None
         ("time", ["mcp-server-time", "--local-timezone", "UTC"]),
         ("git", ["mcp-server-git", "--repository", str(repo)]),
     ):
-        registry.add_server(registry.ServerConfig(name=name, command=UVX, args=args, timeout=90.0))
+        servers.add_server(registry.ServerConfig(name=name, command=UVX, args=args, timeout=90.0))
 
     async with serve(coffer_home, timeout=120) as s:
         now = await s.call("time__get_current_time", {"timezone": "UTC"})

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from coffer import log
 from coffer.errors import UsageError
-from coffer.log import CallLog, CallRecord
-from coffer.store import open_db
+from coffer.log import calls as log
+from coffer.log.calls import CallLog, CallRecord
+from coffer.vault.store import open_db
 from tests.conftest import subprocess_env
 
 
@@ -99,7 +99,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from coffer.log import CallLog, CallRecord
+    from coffer.log.calls import CallLog, CallRecord
     name, n, path = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
     calllog = CallLog.open(path, retention_days=0)
     sys.stdin.readline()  # the go signal, so the writers really overlap

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from coffer import log
-from coffer.log import CallLog, CallRecord
+from coffer.log import calls as log
+from coffer.log.calls import CallLog, CallRecord
 from tests.conftest import run_cli, subprocess_env
 from tests.test_log import rec, write
 

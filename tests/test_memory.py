@@ -15,8 +15,9 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from coffer import memory, passages
 from coffer.errors import NotFoundError, UsageError
+from coffer.memory import store as memory
+from coffer.memory import passages
 from tests.conftest import run_cli, subprocess_env
 
 
@@ -252,7 +253,10 @@ def test_empty_vault_answers_with_no_passages(coffer_home: Path) -> None:
 
 def test_concurrent_writers_lose_nothing(coffer_home: Path) -> None:
     """Several processes (CLI runs, `coffer serve` instances) write notes to a fresh vault at once."""
-    code = "import sys\nfrom coffer import memory\nfor j in range(8): memory.add_note(f'note {sys.argv[1]}-{j}')"
+    code = (
+        "import sys\nfrom coffer.memory import store as memory\n"
+        "for j in range(8): memory.add_note(f'note {sys.argv[1]}-{j}')"
+    )
     env = subprocess_env(coffer_home)
     procs = [subprocess.Popen([sys.executable, "-c", code, str(i)], env=env) for i in range(4)]
     assert [p.wait(timeout=60) for p in procs] == [0, 0, 0, 0]

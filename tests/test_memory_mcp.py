@@ -7,10 +7,10 @@ from pathlib import Path
 
 import anyio
 
-from coffer import memory
-from coffer.pool import Pool
-from coffer.registry import ServerConfig
-from coffer.upstream import State
+from coffer.gateway.pool import Pool
+from coffer.gateway.upstream import State
+from coffer.memory import store as memory
+from coffer.vault.registry import ServerConfig
 from tests.conftest import FIXTURES, PYTHON
 
 RESOURCE_SERVER = FIXTURES / "resource_server.py"

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from coffer import catalogue, pinning, registry
-from coffer.pinning import Pins
+from coffer.trust import pinning
+from coffer.trust.pinning import Pins
+from coffer.vault import catalogue, registry
 from tests.conftest import run_cli, subprocess_env
 
 SEARCH = {
@@ -234,7 +235,7 @@ def test_concurrent_observers_record_one_hold(coffer_home: Path) -> None:
     with Pins.open(new_tools="allow") as pins:
         pins.observe("gh", tools("gh", SEARCH))
     script = (
-        "import json,sys; from coffer import catalogue; from coffer.pinning import Pins\n"
+        "import json,sys; from coffer.vault import catalogue; from coffer.trust.pinning import Pins\n"
         "raw = json.loads(sys.argv[1])\n"
         "with Pins.open(new_tools='allow') as p:\n"
         "    for _ in range(20): held = p.observe('gh', catalogue.build_tools('gh', [raw]))\n"

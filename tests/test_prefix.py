@@ -9,8 +9,9 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from coffer import catalogue, registry
 from coffer.errors import RegistryError
+from coffer.trust import curation
+from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import FIXTURE, serve, text
 
@@ -30,7 +31,7 @@ def test_prefix_is_stored_and_applied(cli: CliRunner, coffer_home: Path) -> None
     reg = registry.load()
     assert reg.servers["alpha"].exposed_prefix == "a" and reg.servers["beta"].exposed_prefix == ""
     snap = catalogue.load_snapshot()
-    names = {t.name for t in catalogue.visible_tools(reg, snap, None)}
+    names = {t.name for t in curation.visible_tools(reg, snap, None)}
     assert {"a__echo", "echo"} <= names
     assert not any(n.startswith(("alpha__", "beta__")) for n in names)
     shown = run_cli(cli, "show", "beta", "--json").stdout  # type: ignore[attr-defined]

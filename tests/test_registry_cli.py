@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coffer import catalogue, memory, registry
-from coffer.pinning import Pins
+from coffer.memory import store as memory
+from coffer.trust import curation
+from coffer.trust.pinning import Pins
+from coffer.vault import catalogue, registry
 from tests.conftest import run_cli, subprocess_env
 
 RESOURCES = Path(__file__).parent / "fixtures" / "resource_server.py"
@@ -167,7 +169,7 @@ def test_enable_disable_tools_against_catalogue(cli: CliRunner, coffer_home: Pat
     reg = registry.load()
     assert reg.servers["gh"].disabled_tools == ["delete_repository"]
     with Pins.open(new_tools="allow") as pins:
-        visible = [t.name for t in catalogue.visible_tools(reg, catalogue.load_snapshot(), pins)]
+        visible = [t.name for t in curation.visible_tools(reg, catalogue.load_snapshot(), pins)]
     assert visible == ["gh__create_issue"]
     shown = json.loads(run_cli(cli, "show", "gh", "--json").stdout)["server"]
     assert {t["tool"]: t["enabled"] for t in shown["tools"]} == {"create_issue": True, "delete_repository": False}

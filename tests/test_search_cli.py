@@ -9,8 +9,9 @@ import pytest
 import tomlkit
 from typer.testing import CliRunner
 
-from coffer import catalogue, registry
-from coffer.pinning import Pins
+from coffer.manage import servers
+from coffer.trust.pinning import Pins
+from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 
 DATA = Path(__file__).parent / "data" / "real-servers.json"
@@ -24,7 +25,7 @@ def real_vault(coffer_home: Path) -> Path:
         raw = {k: v for k, v in entry.items() if k != "server"}
         by_server.setdefault(entry["server"], []).append(raw)
     for server, tools in by_server.items():
-        registry.add_server(registry.ServerConfig(name=server, command="true"))
+        servers.add_server(registry.ServerConfig(name=server, command="true"))
         catalogue.save_server(server, tools=tools)
     return coffer_home
 

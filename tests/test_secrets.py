@@ -13,8 +13,10 @@ import pytest
 from keyring.backend import KeyringBackend
 from typer.testing import CliRunner, Result
 
-from coffer import catalogue, paths, redact, registry, render, secrets
+from coffer.cli import render
 from coffer.errors import SecretError
+from coffer.trust import expand, redact, secrets
+from coffer.vault import catalogue, paths, registry
 
 
 def run_cli(runner: CliRunner, *args: str, input: str | None = None, code: int | None = 0) -> Result:
@@ -86,7 +88,7 @@ def test_set_list_resolve_rm(cli: CliRunner, coffer_home: Path) -> None:
     assert "GH_TOKEN" in human and CANARY not in human
 
     assert secrets.resolve("GH_TOKEN") == CANARY  # the trailing newline of stdin is not part of it
-    assert registry.expand("Bearer ${secret:GH_TOKEN}") == f"Bearer {CANARY}"
+    assert expand.expand("Bearer ${secret:GH_TOKEN}") == f"Bearer {CANARY}"
     assert mode(secrets.secrets_path()) == 0o600
 
     run_cli(cli, "secret", "set", "GH_TOKEN", input="second-value\n")
@@ -125,10 +127,10 @@ def test_bad_input_is_one_clear_line(
 def test_unset_references_are_errors_never_literals(coffer_home: Path) -> None:
     cfg = registry.ServerConfig(name="gh", command="x", env={"A": "${secret:MISSING}", "B": "${NOT_SET_ANYWHERE_42}"})
     with pytest.raises(SecretError, match="secret 'MISSING' is not set"):
-        registry.resolved_env(cfg, environ={})
+        expand.resolved_env(cfg, environ={})
     cfg.env = {"B": "${NOT_SET_ANYWHERE_42}"}
     with pytest.raises(SecretError, match="not set in the environment"):
-        registry.resolved_env(cfg, environ={})
+        expand.resolved_env(cfg, environ={})
     with pytest.raises(SecretError, match="invalid secret reference"):
         secrets.resolve("no spaces")
 
@@ -218,7 +220,7 @@ def test_register_config_covers_literal_and_resolved(monkeypatch: pytest.MonkeyP
         env={"A": "literal-env-value", "B": "${FROM_ENV_TOKEN}", "C": "${secret:S}", "D": "${secret:UNSET}"},
         headers={},
     )
-    redact.register_config(cfg)  # an unset reference is skipped, not raised
+    expand.register_config(cfg)  # an unset reference is skipped, not raised
     out = redact.scrub("literal-env-value env-resolved-value secret-resolved-value")
     assert out == "**** **** ****"
 
@@ -232,7 +234,7 @@ def test_resolving_registers_for_every_output(capsys: pytest.CaptureFixture[str]
     render.print_json({"echo": CANARY})
     render.table(["a"], [(CANARY,)])
     cfg = registry.ServerConfig(name="y", command="y", env={"PLAIN": "plain-literal-token"})
-    registry.resolved_env(cfg)  # the gateway's launch path registers what it resolves
+    expand.resolved_env(cfg)  # the gateway's launch path registers what it resolves
     render.text("plain-literal-token")
     out = capsys.readouterr()
     assert CANARY not in out.out + out.err and "plain-literal-token" not in out.out
@@ -255,11 +257,11 @@ def test_everything_written_is_private_under_umask_000(
         run_cli(cli, "add", "a", "--env", "K=${secret:S}", "--", "echo", "hi")
         run_cli(cli, "secret", "set", "S", input="private-value")
         catalogue.save_server("a", tools=[{"name": "t", "description": "d", "inputSchema": {"type": "object"}}])
-        from coffer.pinning import Pins
+        from coffer.trust.pinning import Pins
 
         with Pins.open() as pins:
             pins.observe("a", catalogue.server_tools(catalogue.load_snapshot(), "a"))
-        from coffer.store import open_db
+        from coffer.vault.store import open_db
 
         db = open_db()
         db["probe"].insert({"x": 1})  # WAL and SHM exist while a connection is open
@@ -281,7 +283,7 @@ def test_upstream_stderr_tails_are_scrubbed_of_every_resolved_value(coffer_home:
     """A tail reaches errors, `coffer doctor` and agents: another server's secret is masked there too."""
     import base64
 
-    from coffer.transport import StreamStats
+    from coffer.gateway.transport import StreamStats
 
     secrets.set_secret("T", CANARY)
     redact.reset()

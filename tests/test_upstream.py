@@ -12,10 +12,10 @@ import mcp_types as types
 import pytest
 
 from coffer.errors import UpstreamError
-from coffer.pool import Pool, StartGate, probe
-from coffer.registry import ServerConfig
-from coffer.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
-from coffer.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
+from coffer.gateway.pool import Pool, StartGate, probe
+from coffer.gateway.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
+from coffer.gateway.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
+from coffer.vault.registry import ServerConfig
 from tests.fixtures.gateway_harness import FIXTURE
 
 pytestmark = pytest.mark.anyio

@@ -1,7 +1,8 @@
 """The `coffer` command line: Typer commands that parse, call the parts, and render.
 
 Each command group lives in its own module and registers itself here. Errors from the parts
-(`CofferError`) become one line on stderr and the error's exit code, in one place.
+(`CofferError`) become one line on stderr and the error's exit code, in one place. The top layer: it
+may import every part, and no part imports it.
 """
 
 from __future__ import annotations

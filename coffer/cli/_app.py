@@ -18,7 +18,7 @@ class CofferGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except CofferError as exc:
-            from coffer import render
+            from coffer.cli import render
 
             render.error(str(exc))
             raise typer.Exit(exc.exit_code) from None

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from coffer import render
+from coffer.cli import render
 from coffer.cli._app import app
 
 CLIENT_NAMES = ("claude-code", "claude-desktop", "codex", "cursor", "vscode")

@@ -6,14 +6,14 @@ from typing import Annotated
 
 import typer
 
-from coffer import render
+from coffer.cli import render
 from coffer.cli._app import app
 
 
 @app.command()
 def demo(as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON.")] = False) -> None:
     """Register a bundled example server in a temporary vault, serve it, search it and call a tool."""
-    from coffer.demo import run_demo
+    from coffer.manage.demo import run_demo
 
     if not as_json:
         render.say("starting `coffer serve` on a temporary vault with the bundled demo server…")

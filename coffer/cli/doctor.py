@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from coffer import render
+from coffer.cli import render
 from coffer.cli._app import app
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
@@ -22,8 +22,8 @@ def _seconds(value: float | None) -> str:
 @app.command()
 def doctor(as_json: JsonOpt = False, jobs: JobsOpt = None) -> None:
     """Start every enabled server once: start time, tools, name problems, stderr on failure, token cost."""
-    from coffer import doctor as doc
-    from coffer import registry
+    from coffer.manage import doctor as doc
+    from coffer.vault import registry
 
     total = len(registry.load().enabled_servers())
     with render.progress(total, "starting") as advance:
@@ -37,7 +37,7 @@ def doctor(as_json: JsonOpt = False, jobs: JobsOpt = None) -> None:
 
 
 def _show(report: object) -> None:
-    from coffer.doctor import Diagnosis
+    from coffer.manage.doctor import Diagnosis
 
     assert isinstance(report, Diagnosis)
     if not report.servers:
@@ -76,7 +76,7 @@ def _show(report: object) -> None:
 
 
 def _details(r: object) -> str:
-    from coffer.doctor import Refreshed
+    from coffer.manage.doctor import Refreshed
 
     assert isinstance(r, Refreshed)
     if r.error:
@@ -91,8 +91,8 @@ def refresh(
     as_json: JsonOpt = False,
 ) -> None:
     """Start servers once: rewrite their catalogue entries, pin their tools, re-index their text resources."""
-    from coffer import doctor as doc
-    from coffer import paths
+    from coffer.manage import doctor as doc
+    from coffer.vault import paths
 
     configs = doc.targets(servers)
     if not configs:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from coffer import render
+from coffer.cli import render
 from coffer.cli._app import app
 from coffer.errors import UsageError
 
@@ -50,7 +50,7 @@ def parse_since(text: str, *, now: float | None = None) -> float:
 
 def parse_outcomes(text: str | None) -> tuple[str, ...]:
     """`error` or `error,timeout`; raises UsageError on an unknown outcome."""
-    from coffer.log import OUTCOMES
+    from coffer.log.calls import OUTCOMES
 
     if not text:
         return ()
@@ -61,7 +61,7 @@ def parse_outcomes(text: str | None) -> tuple[str, ...]:
 
 
 def _filters(server: str | None, tool: str | None, outcome: str | None, since: str | None, client: str | None) -> Any:
-    from coffer.log import Filters
+    from coffer.log.calls import Filters
 
     return Filters(
         server=server,
@@ -74,8 +74,9 @@ def _filters(server: str | None, tool: str | None, outcome: str | None, since: s
 
 def _open_pruned() -> Any:
     """Open the log and apply retention (cheap: an indexed delete), as every `coffer log` call does."""
-    from coffer import log, registry
     from coffer.errors import RegistryError
+    from coffer.log import calls as log
+    from coffer.vault import registry
 
     db = log.open_log()
     try:
@@ -126,7 +127,7 @@ def show(
         raise UsageError(f"invalid --limit {limit}: must be 0 or more")
     if not 0.05 <= interval <= 60:
         raise UsageError(f"invalid --interval {interval}: must be between 0.05 and 60 seconds")
-    from coffer import log
+    from coffer.log import calls as log
 
     db = _open_pruned()
     start = log.last_id(db)
@@ -157,7 +158,7 @@ def show(
 
 
 def _follow(db: Any, filters: Any, start: int, interval: float, as_json: bool) -> None:
-    from coffer import log
+    from coffer.log import calls as log
 
     try:
         for row in log.tail(db, filters, after_id=start, interval=interval):
@@ -181,7 +182,7 @@ def stats_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Per-tool call counts, error rate (error, timeout, refused) and p50/p95 duration."""
-    from coffer import log
+    from coffer.log import calls as log
 
     filters = _filters(server, tool, outcome, since, client)
     if filters == log.Filters() and isinstance(ctx.obj, log.Filters):

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from coffer import render
+from coffer.cli import render
 from coffer.cli._app import app
 from coffer.errors import UsageError
 
@@ -27,7 +27,7 @@ def add(
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag; repeat for several.")] = None,
 ) -> None:
     """Keep a note; long notes and files are split into passages. Prints the note's id."""
-    from coffer import memory
+    from coffer.memory import store as memory
 
     if (text is None) == (file is None):
         raise UsageError("give the note as TEXT or --file PATH (one of them)")
@@ -51,7 +51,7 @@ def list_(
     as_json: JsonOpt = False,
 ) -> None:
     """List the notes in the vault, oldest first."""
-    from coffer import memory
+    from coffer.memory import store as memory
 
     notes = memory.list_notes(tag)
     if as_json:
@@ -79,7 +79,7 @@ def list_(
 @memory_app.command("rm")
 def rm(note_id: Annotated[str, typer.Argument(metavar="ID", help="The note's id (or a unique prefix).")]) -> None:
     """Delete a note and its passages."""
-    from coffer import memory
+    from coffer.memory import store as memory
 
     render.say(f"removed note {memory.remove_note(note_id)}")
 
@@ -98,7 +98,7 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Find the passages of notes and upstream resources that answer a question (offline, no model)."""
-    from coffer import memory
+    from coffer.memory import store as memory
 
     result = memory.search_vault(question, top_k)
     if as_json:

@@ -7,9 +7,11 @@ from typing import Annotated
 
 import typer
 
-from coffer import catalogue, paths, registry, render
+from coffer.cli import render
 from coffer.cli._app import app
 from coffer.errors import ConflictError, NotFoundError, UsageError
+from coffer.manage import servers
+from coffer.vault import catalogue, paths, registry
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
@@ -60,7 +62,7 @@ def add(
         timeout=timeout,
         prefix=None if prefix is None else registry.validate_prefix(prefix),
     )
-    registry.add_server(cfg)
+    servers.add_server(cfg)
     render.say(f"added '{name}': {cfg.launch_line()}")
     if not (no_probe or disabled):
         _probe(cfg)
@@ -68,8 +70,8 @@ def add(
 
 def _probe(cfg: registry.ServerConfig) -> None:
     """List the new server's tools into the catalogue; a failure keeps the registration and warns."""
-    from coffer.doctor import probe_and_record
     from coffer.errors import CofferError
+    from coffer.manage.doctor import probe_and_record
 
     try:
         counts = probe_and_record(cfg)
@@ -78,7 +80,7 @@ def _probe(cfg: registry.ServerConfig) -> None:
         return
     clashes = catalogue.name_clashes(registry.load(), catalogue.load_snapshot(), cfg.name)
     if clashes:
-        registry.remove_server(cfg.name)  # with its catalogue entry and approval: as if never added
+        servers.remove_server(cfg.name)  # with its catalogue entry and approval: as if never added
         shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
         raise ConflictError(
             f"not added: '{cfg.name}' would expose names another server (or Coffer) already does: {shown}; "
@@ -91,7 +93,7 @@ def _probe(cfg: registry.ServerConfig) -> None:
 @app.command()
 def remove(name: Annotated[str, typer.Argument(help="Server to remove.")]) -> None:
     """Remove a server from the vault, with its approval, pinned tools, catalogue entry and indexed resources."""
-    registry.remove_server(name)
+    servers.remove_server(name)
     render.say(f"removed '{name}'")
 
 
@@ -213,6 +215,6 @@ def paths_(as_json: JsonOpt = False) -> None:
 @app.command()
 def completions(shell: Annotated[str, typer.Argument(help="bash, zsh or fish.")]) -> None:
     """Print the shell completion script (also shipped in completions/)."""
-    from coffer.completion import script
+    from coffer.cli.completion import script
 
     render.text(script(shell))

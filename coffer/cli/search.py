@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from coffer import render
+from coffer.cli import render
 from coffer.cli._app import app
 
 
@@ -27,7 +27,7 @@ def search(
     ] = RankerChoice.hybrid,
 ) -> None:
     """Search the enabled tools of every server, offline, from the last catalogue snapshot."""
-    from coffer.ranking import search_snapshot
+    from coffer.manage.search import search_snapshot
 
     result = search_snapshot(query, top_k, ranker.value)
     if result.note:

@@ -20,6 +20,6 @@ def serve(
     """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
     if http is not None and not 0 < http < 65536:
         raise UsageError(f"invalid port {http}: expected 1-65535")
-    from coffer.serve import run
+    from coffer.gateway.serve import run
 
     run(http_port=http)

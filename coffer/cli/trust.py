@@ -7,9 +7,10 @@ from typing import Annotated
 
 import typer
 
-from coffer import registry, render
+from coffer.cli import render
 from coffer.cli._app import app
 from coffer.errors import UsageError
+from coffer.vault import registry
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -34,7 +35,7 @@ def _read_value(name: str) -> str:
 @secret_app.command("set")
 def secret_set(name: Annotated[str, typer.Argument(help="Secret name, used as ${secret:NAME}.")]) -> None:
     """Store a secret, read from a hidden prompt or from stdin (`printf %s TOKEN | coffer secret set NAME`)."""
-    from coffer import secrets
+    from coffer.trust import secrets
 
     secrets.validate_name(name)
     store = secrets.set_secret(name, _read_value(name))
@@ -44,7 +45,7 @@ def secret_set(name: Annotated[str, typer.Argument(help="Secret name, used as ${
 @secret_app.command("list")
 def secret_list(as_json: JsonOpt = False) -> None:
     """List secret names and where each is kept (never values)."""
-    from coffer import secrets
+    from coffer.trust import secrets
 
     items = secrets.list_secrets()
     if as_json:
@@ -59,7 +60,7 @@ def secret_list(as_json: JsonOpt = False) -> None:
 @secret_app.command("rm")
 def secret_rm(name: Annotated[str, typer.Argument(help="Secret to delete.")]) -> None:
     """Delete a secret (servers that reference it will refuse to start)."""
-    from coffer import secrets
+    from coffer.trust import secrets
 
     secrets.remove_secret(name)
     render.say(f"secret '{name}' removed")
@@ -70,7 +71,7 @@ def approve(
     target: Annotated[str, typer.Argument(help="SERVER (launch config and all held tools) or SERVER__TOOL.")],
 ) -> None:
     """Approve a server's changed launch config and held tools, or one held tool."""
-    from coffer.pinning import Pins
+    from coffer.trust.pinning import Pins
 
     server, tool = registry.split_target(target)
     cfg = registry.load().get(server)
@@ -89,8 +90,8 @@ def approve(
 @app.command()
 def diff(server: Annotated[str, typer.Argument(help="Server to compare.")], as_json: JsonOpt = False) -> None:
     """Show what changed since approval: the launch config and each held tool (unified diff)."""
-    from coffer import pinning
-    from coffer.pinning import Pins
+    from coffer.trust import pinning
+    from coffer.trust.pinning import Pins
 
     if registry.SEP in server:
         raise UsageError("give a server name; `coffer diff` shows every held tool of it")

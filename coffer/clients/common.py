@@ -16,8 +16,8 @@ from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 from coffer.errors import CofferError, ConflictError, NotFoundError, UsageError
-from coffer.fsutil import atomic_write
-from coffer.registry import ENV_KEY_RE, NAME_RE, REF_RE, ServerConfig, _validate_maps
+from coffer.vault.fsutil import atomic_write
+from coffer.vault.registry import ENV_KEY_RE, NAME_RE, REF_RE, ServerConfig, _validate_maps
 
 
 class ClientFileError(CofferError):

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coffer import registry
 from coffer.clients import common, known
 from coffer.errors import ConflictError
+from coffer.manage import servers
+from coffer.vault import registry
 
 
 @dataclass
@@ -99,7 +100,7 @@ def apply_import(plan: ImportPlan) -> ImportPlan:
         if item.action != "add" or item.config is None:
             continue
         try:
-            registry.add_server(item.config)
+            servers.add_server(item.config)
         except ConflictError:
             item.action, item.reason = "skip", f"'{item.name}' is already in the vault"
             continue

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from coffer import paths, registry
 from coffer.clients import common, known
 from coffer.errors import ConflictError, NotFoundError, UsageError
+from coffer.vault import paths, registry
 
 DEFAULT_NAME = "coffer"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,19}$")

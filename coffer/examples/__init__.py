@@ -1,1 +1,4 @@
-"""Example upstream servers shipped with Coffer (run as separate processes, e.g. by `coffer demo`)."""
+"""Example upstream servers shipped with Coffer, run as separate processes (e.g. by `coffer demo`).
+
+Imports nothing of Coffer: each is a plain MCP server on the SDK.
+"""

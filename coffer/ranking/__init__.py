@@ -21,7 +21,6 @@ __all__ = [
     "cached_ranker",
     "docs_from_tools",
     "docs_hash",
-    "search_snapshot",
     "search_tools",
 ]
 
@@ -54,27 +53,3 @@ def search_tools(
     """
     docs = docs_from_tools(tools)
     return cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key, implied_needs=True).search(query, k)
-
-
-def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
-    """Rank the saved catalogue snapshot's tools an agent may see (`catalogue.visible_tools`), offline.
-
-    Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1.
-    """
-    from coffer import catalogue, paths, registry
-    from coffer.errors import NotFoundError, UsageError
-    from coffer.pinning import Pins
-
-    if not query.strip():
-        raise UsageError("the query is empty")
-    if k < 1:
-        raise UsageError(f"--top-k must be at least 1, got {k}")
-    snapshot = catalogue.load_snapshot()
-    if snapshot is None:
-        raise NotFoundError(
-            "no catalogue snapshot yet: run `coffer refresh` (or start `coffer serve`) to list the servers' tools"
-        )
-    reg = registry.load()
-    with Pins.open(new_tools="allow") as pins:  # read only: the new-tools setting matters when observing
-        tools = catalogue.visible_tools(reg, snapshot, pins)
-    return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir())

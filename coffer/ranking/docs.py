@@ -28,7 +28,7 @@ class Doc:
 
 
 class ToolLike(Protocol):
-    """The parts of `coffer.catalogue.CatalogueTool` the ranker reads."""
+    """The parts of `coffer.vault.catalogue.CatalogueTool` the ranker reads."""
 
     name: str
     server: str

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from coffer.errors import CofferError
-from coffer.gateway import Gateway
+from coffer.gateway.server import Gateway
 
 log = logging.getLogger("coffer.serve")
 STDIN_LINE_LIMIT = 64 * 1024 * 1024
@@ -116,7 +116,7 @@ async def _stdout() -> AsyncIterator[_StdoutWire | None]:
 
 
 def _setup_logging() -> None:
-    from coffer.redact import RedactingFilter
+    from coffer.trust.redact import RedactingFilter
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("coffer: %(levelname)s %(name)s: %(message)s"))
@@ -171,10 +171,10 @@ async def _serve_http(gateway: Gateway, sock: socket.socket) -> None:
 
 
 async def _main(http_sock: socket.socket | None) -> None:
-    from coffer.log import CallLog
+    from coffer.log.calls import CallLog
 
     calllog = CallLog.open()
-    # stdio has one host: upstreams are told what it can take; HTTP hosts come and go (coffer.relay)
+    # stdio has one host: upstreams are told what it can take; HTTP hosts come and go (coffer.gateway.relay)
     gateway = Gateway(calllog=calllog, host_wait=HOST_WAIT_S if http_sock is None else None)
     try:
         async with gateway.running(), anyio.create_task_group() as tg:

@@ -3,7 +3,7 @@
 Why not the SDK's `stdio_client`: Coffer needs the child's pid to kill its whole process group
 quickly at shutdown, a stderr that is drained continuously into a bounded tail (a full 64 KB pipe
 hangs a child silently), and stdout lines that are not JSON-RPC dropped and counted instead of being
-handed to the session. Only `coffer.upstream` uses this module.
+handed to the session. Only `coffer.gateway.upstream` uses this module.
 
 On Linux each stdio child also dies with the gateway, even on `kill -9` (when no shutdown code runs):
 it is started through a small exec shim that sets PR_SET_PDEATHSIG(SIGKILL) and then execs the real
@@ -72,7 +72,7 @@ class StreamStats:
         for value in self.secrets:
             if len(value) >= 4:
                 text = text.replace(value, "****")
-        from coffer.redact import scrub  # every value this process resolved, and its encoded forms
+        from coffer.trust.redact import scrub  # every value this process resolved, and its encoded forms
 
         return scrub(text)
 

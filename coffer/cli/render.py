@@ -28,7 +28,7 @@ def _console(stderr: bool = False) -> Any:
 
 def _clean(value: Any) -> str:
     """Every string Coffer prints passes through redaction of resolved secret values."""
-    from coffer.redact import scrub
+    from coffer.trust.redact import scrub
 
     return scrub("" if value is None else str(value))
 

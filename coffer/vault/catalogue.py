@@ -16,15 +16,12 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from coffer import paths
 from coffer.errors import RegistryError
-from coffer.fsutil import atomic_write, locked
-from coffer.registry import SEP, Registry
-
-if TYPE_CHECKING:
-    from coffer.pinning import Pins
+from coffer.vault import paths
+from coffer.vault.fsutil import atomic_write, locked
+from coffer.vault.registry import SEP, Registry
 
 SNAPSHOT_VERSION = 1
 # 64 is the client limit; Claude Code prepends `mcp__coffer__` (13 chars).
@@ -213,7 +210,7 @@ def _write(snap: Snapshot) -> None:
     atomic_write(snap.path, json.dumps({"version": SNAPSHOT_VERSION, "servers": servers}, indent=1))
 
 
-# ---------------------------------------------------------------- curated view
+# ---------------------------------------------------------------- lookups
 
 
 def name_clashes(registry: Registry, snapshot: Snapshot | None, server: str) -> list[str]:
@@ -238,48 +235,6 @@ def server_tools(snapshot: Snapshot | None, server: str, prefix: str | None = No
     if snapshot is None or server not in snapshot.servers:
         return []
     return build_tools(server, snapshot.servers[server].tools, prefix)
-
-
-def refusal(
-    registry: Registry, pins: Pins | None, server: str, tool: str | None = None, exposed: str | None = None
-) -> str | None:
-    """Why `server` (or one of its tools) may not be shown to an agent or called; None when it may.
-
-    The one rule for what an agent sees, asked by the gateway (tools/list, coffer__search_tools and
-    every call), `coffer search` and `coffer doctor`: the server is in the vault and enabled, the tool
-    is not disabled, the launch config is approved and the tool is not held (coffer.pinning). `pins`
-    is None only while the gateway has no trust store open; then trust is not checked.
-    """
-    cfg = registry.servers.get(server)
-    if cfg is None:
-        return f"server '{server}' is not in the vault"
-    if not cfg.enabled:
-        return f"server '{server}' is disabled (`coffer enable {server}`)"
-    if tool is not None and (tool in cfg.disabled_tools or (exposed or "") in cfg.disabled_tools):
-        name = exposed or tool
-        return f"tool '{name}' is disabled (`coffer enable {name}`)"
-    return None if pins is None else pins.refusal(cfg, tool, exposed)  # unapproved or held
-
-
-def curate(registry: Registry, pins: Pins | None, server: str, tools: Iterable[CatalogueTool]) -> list[CatalogueTool]:
-    """The ones of `server`'s tools an agent may see (`refusal` allows them), sorted by exposed name."""
-    if refusal(registry, pins, server) is not None:
-        return []
-    return sorted((t for t in tools if refusal(registry, pins, server, t.tool, t.name) is None), key=lambda t: t.name)
-
-
-def visible_servers(registry: Registry, pins: Pins | None) -> list[str]:
-    """Servers whose tools and knowledge an agent may see: enabled and launch-approved."""
-    return [cfg.name for cfg in registry.enabled_servers() if refusal(registry, pins, cfg.name) is None]
-
-
-def visible_tools(registry: Registry, snapshot: Snapshot | None, pins: Pins | None) -> list[CatalogueTool]:
-    """The snapshot's tools an agent may see (see `refusal`), sorted by exposed name (deterministic order)."""
-    out: list[CatalogueTool] = []
-    for cfg in registry.enabled_servers():
-        out.extend(curate(registry, pins, cfg.name, server_tools(snapshot, cfg.name, cfg.exposed_prefix)))
-    out.sort(key=lambda t: t.name)
-    return out
 
 
 def find_tool(snapshot: Snapshot | None, server: str, name: str, prefix: str | None = None) -> CatalogueTool | None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from coffer import paths
+from coffer.vault import paths
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -1,7 +1,7 @@
 """`coffer doctor`, `coffer refresh` and `coffer add`'s probe: start upstreams once, see what they serve,
 then report or record it.
 
-All go through `coffer.pool` (the one way Coffer starts upstreams: bounded concurrency, drained stderr,
+All go through `coffer.gateway.pool` (the one way Coffer starts upstreams: bounded concurrency, drained stderr,
 process-group stop), and none starts a server whose launch config the user has not approved, the
 same rule `coffer serve` follows. `doctor` writes nothing. `refresh` and `add` record each listing with
 `record_listing`: the catalogue snapshot entry, `Pins.observe` (so a changed tool is held and
@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from coffer import catalogue, registry
-from coffer.registry import SEP, ServerConfig
+from coffer.trust import curation
+from coffer.vault import catalogue, registry
+from coffer.vault.registry import SEP, ServerConfig
 
 if TYPE_CHECKING:
-    from coffer.pinning import Pins
+    from coffer.trust.pinning import Pins
 
 STDERR_LINES = 12
 TOP_N = 5
@@ -53,7 +54,7 @@ class Probe:
 
 
 def _probe_of(up: Any) -> Probe:
-    from coffer.upstream import State
+    from coffer.gateway.upstream import State
 
     status = up.status()
     tail = [line for line in str(status.get("stderr_tail") or "").splitlines() if line.strip()][-STDERR_LINES:]
@@ -79,8 +80,8 @@ def _probe_of(up: Any) -> Probe:
 async def _probe_all(
     configs: list[ServerConfig], limit: int, on_done: Callable[[Probe], None] | None, read_resources: bool
 ) -> list[Probe]:
-    from coffer.pool import SLOT_HOLD_S, Pool
-    from coffer.upstream import START_SLACK_S, State
+    from coffer.gateway.pool import SLOT_HOLD_S, Pool
+    from coffer.gateway.upstream import START_SLACK_S, State
 
     done: dict[str, Probe] = {}
     waves = math.ceil(len(configs) / max(1, limit))  # a queued start waits at most this many slot holds
@@ -113,7 +114,7 @@ def probe_servers(
 
     `read_resources` also reads each listed server's text resources (Probe.resources) before stopping it.
     """
-    from coffer.pool import START_SLOTS
+    from coffer.gateway.pool import START_SLOTS
 
     configs = list(configs)
     if not configs:
@@ -156,7 +157,7 @@ def refresh(configs: list[ServerConfig], limit: int | None = None, on_done: Prog
 
     Raises RegistryError when the registry's `new_tools` setting is invalid.
     """
-    from coffer.pinning import Pins
+    from coffer.trust.pinning import Pins
 
     with Pins.open() as pins:  # applies the registry's `new_tools` setting to what it observes
         return _refresh(pins, configs, limit, on_done)
@@ -174,7 +175,7 @@ def record_listing(
 
     Returns (exposed names held now, resources indexed or None when `resources` is None).
     """
-    from coffer import memory
+    from coffer.memory import store as memory
 
     meta = None if capabilities is None else {"told": [], "capabilities": capabilities}  # probes relay nothing
     catalogue.save_server(name, meta=meta, **listing)
@@ -190,7 +191,7 @@ def probe_and_record(cfg: ServerConfig) -> dict[str, int]:
     (with the last stderr line) when it cannot be listed.
     """
     from coffer.errors import UpstreamError
-    from coffer.pinning import Pins
+    from coffer.trust.pinning import Pins
 
     with Pins.open() as pins:
         if pins.server_state(cfg) != "approved":
@@ -299,7 +300,7 @@ def render_name(name: str, width: int = 40) -> str:
 
 def _builtin_tokens() -> int:
     """The `coffer__*` built-ins are advertised beside the upstream tools, so they count too."""
-    from coffer.builtins import tool_definitions
+    from coffer.gateway.builtins import tool_definitions
 
     keys = ("name", "description", "inputSchema")
     return sum(len(json.dumps({k: d.get(k) for k in keys})) // 4 for d in tool_definitions())
@@ -307,7 +308,7 @@ def _builtin_tokens() -> int:
 
 def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagnosis:
     """Start every enabled, approved server once and report on it; writes nothing."""
-    from coffer.pinning import Pins
+    from coffer.trust.pinning import Pins
 
     reg = registry.load()
     try:
@@ -358,7 +359,7 @@ def _diagnose(
             for raw in {str(t.get("name")) for t in tools}:
                 served_by.setdefault(raw, []).append(cfg.name)
             built = catalogue.build_tools(cfg.name, tools, cfg.exposed_prefix)
-            visible = catalogue.curate(reg, pins, cfg.name, built)  # what the gateway would advertise
+            visible = curation.curate(reg, pins, cfg.name, built)  # what the gateway would advertise
             held = sum(pins.is_held(cfg.name, t.tool) for t in built)
             if held and diag.status == "ok":
                 diag.notes.append(f"{held} tool(s) held until approved (`coffer diff {cfg.name}`)")

@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from coffer.paths import ensure_private_dir
+from coffer.vault.paths import ensure_private_dir
 
 LOCK_TIMEOUT_S = 30.0
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sqlite_utils import Migrations
 
 from coffer.errors import UsageError
-from coffer.store import immediate
+from coffer.vault.store import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -130,14 +130,14 @@ _INSERT = (
 
 def migrate(db: sqlite_utils.Database) -> None:
     """Bring the log's tables up to date (safe with concurrent openers)."""
-    from coffer.store import migrate as apply
+    from coffer.vault.store import migrate as apply
 
     apply(db, MIGRATIONS)
 
 
 def open_log(path: Path | None = None, *, check_same_thread: bool = True) -> sqlite_utils.Database:
     """Open coffer.db with the log schema up to date (the CLI's reader, the writer's connection)."""
-    from coffer.store import open_db
+    from coffer.vault.store import open_db
 
     db = open_db(path, check_same_thread=check_same_thread)
     migrate(db)
@@ -147,7 +147,7 @@ def open_log(path: Path | None = None, *, check_same_thread: bool = True) -> sql
 def retention_days(settings: dict[str, Any] | None = None) -> float:
     """`[settings] log_retention_days` (default 90; 0 keeps rows forever). Raises UsageError if invalid."""
     if settings is None:
-        from coffer import registry
+        from coffer.vault import registry
 
         settings = registry.load().settings
     value = settings.get("log_retention_days", DEFAULT_RETENTION_DAYS)

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
 
 from coffer.errors import UpstreamError
-from coffer.registry import ServerConfig
-from coffer.upstream import State, Upstream
-
-if TYPE_CHECKING:
-    from coffer.relay import Relay
+from coffer.gateway.gate import StartGate
+from coffer.gateway.relay import Relay
+from coffer.gateway.upstream import State, Upstream
+from coffer.vault.registry import ServerConfig
 
 # Measured on the 2-core dev box, 16 SDK upstreams (python bench/bench_gateway.py --starts --start-servers 16):
 #   1 at a time: first ready 0.67 s, all 10.6 s   2 at a time: first 0.64 s, all 5.1 s
@@ -27,53 +26,6 @@ if TYPE_CHECKING:
 # Two per core is no better than one per core, so the bound is the core count (at least 2).
 START_SLOTS = max(2, os.cpu_count() or 2)
 SLOT_HOLD_S = 3.0
-
-
-class StartGate:
-    """Lets at most `limit` upstreams start at once; an upstream a call waits for jumps the queue."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
-        self.active = 0
-        self._changed = anyio.Event()
-
-    async def acquire(self, urgent: Callable[[], bool]) -> None:
-        while self.active >= self.limit and not urgent():
-            changed = self._changed
-            await changed.wait()
-        self.active += 1
-
-    def release(self) -> None:
-        self.active -= 1
-        self.poke()
-
-    def poke(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    def slot(self) -> Slot:
-        return Slot(self)
-
-
-class Slot:
-    """One start's hold on the gate; released once, whichever comes first: ready, failed, or timed out."""
-
-    def __init__(self, gate: StartGate) -> None:
-        self.gate = gate
-        self.held = False
-
-    async def acquire(self, urgent: Callable[[], bool]) -> None:
-        await self.gate.acquire(urgent)
-        self.held = True
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.gate.release()
-
-    async def release_after(self, delay: float) -> None:
-        await anyio.sleep(delay)
-        self.release()
 
 
 Listener = Callable[[Upstream, frozenset[str]], None]
@@ -89,6 +41,7 @@ class Pool:
         on_listing: Listener | None = None,
         slot_hold: float = SLOT_HOLD_S,
         relay: Relay | None = None,
+        on_session: Callable[[Upstream, Any], Awaitable[None]] | None = None,
     ) -> None:
         self.gate = StartGate(limit)
         self.slot_hold = slot_hold
@@ -96,6 +49,7 @@ class Pool:
         self.pids: set[int] = set()
         self.on_listing = on_listing
         self.relay = relay
+        self.on_session = on_session
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Pool:
@@ -121,6 +75,11 @@ class Pool:
     def listed(self, upstream: Upstream, kinds: frozenset[str]) -> None:
         if self.on_listing is not None:
             self.on_listing(upstream, kinds)
+
+    async def prepare(self, upstream: Upstream, session: Any) -> None:
+        """A new session has listed and is about to take calls: give it what the hosts set (`on_session`)."""
+        if self.on_session is not None:
+            await self.on_session(upstream, session)
 
     def resource_updated(self, upstream: Upstream, params: Any) -> None:
         """An upstream's resource changed: the relay tells the hosts subscribed to it."""

@@ -3,7 +3,7 @@
 `secrets.json` in the data dir is the index of names (and, without a keyring, the values too). The
 keyring cannot list its entries, so the index is what `coffer secret list` shows and what `resolve`
 trusts: a name not in it is unset, and an unset reference is an error, never passed on literally.
-Every resolved value is registered with `coffer.redact`, so it is scrubbed from anything Coffer writes.
+Every resolved value is registered with `coffer.trust.redact`, so it is scrubbed from anything Coffer writes.
 
 `COFFER_SECRETS_BACKEND=file|keyring|auto` overrides the choice (default auto: keyring only when a real
 backend is present, never keyring's fail/null backends).
@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coffer import paths, redact
 from coffer.errors import NotFoundError, SecretError, UsageError
-from coffer.fsutil import atomic_write, locked
+from coffer.trust import redact
+from coffer.vault import paths
+from coffer.vault.fsutil import atomic_write, locked
 
 ENV_BACKEND = "COFFER_SECRETS_BACKEND"
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")

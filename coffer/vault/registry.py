@@ -8,7 +8,6 @@ and replaces the file atomically with mode 0600 (env values may hold tokens).
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,9 +18,9 @@ import tomlkit
 from tomlkit.exceptions import ParseError
 from tomlkit.toml_document import TOMLDocument
 
-from coffer import paths
-from coffer.errors import ConflictError, NotFoundError, RegistryError, SecretError, UsageError
-from coffer.fsutil import atomic_write, locked
+from coffer.errors import ConflictError, NotFoundError, RegistryError, UsageError
+from coffer.vault import paths
+from coffer.vault.fsutil import atomic_write, locked
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -321,9 +320,6 @@ def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = Fals
         if cfg.prefix is not None:
             table.add("prefix", cfg.prefix)
         servers[cfg.name] = table
-    from coffer.pinning import approve_server_config  # the user chose this launch config (add/import)
-
-    approve_server_config(cfg)
 
 
 def _inline(values: Mapping[str, str]) -> Any:
@@ -343,27 +339,6 @@ def _validate_maps(cfg: ServerConfig) -> None:
         raise UsageError("a server needs a command (after --) or --url")
     if cfg.url and not re.match(r"^https?://", cfg.url):
         raise UsageError(f"invalid url '{cfg.url}': expected http:// or https://")
-
-
-def remove_server(name: str, path: Path | None = None) -> None:
-    """Remove a server and what Coffer keeps about it: launch approval and tool pins, catalogue entry
-    and indexed resources.
-
-    The approval goes before the entry is written away: a failure in between leaves the server
-    registered but unapproved (not started until `coffer approve`), never an approval to reuse.
-    """
-    from coffer import catalogue, memory
-    from coffer.pinning import Pins
-
-    with edit(path) as doc:
-        servers = doc.get("servers")
-        if servers is None or name not in servers:
-            raise NotFoundError(f"unknown server '{name}' (see `coffer list`)")
-        with Pins.open(new_tools="allow") as pins:  # the setting only matters when observing
-            pins.forget_server(name)
-        del servers[name]
-    catalogue.drop_server(name)
-    memory.index_resources(name, [])
 
 
 def set_enabled(server: str, tool: str | None, enabled: bool, path: Path | None = None) -> bool:
@@ -391,40 +366,3 @@ def set_enabled(server: str, tool: str | None, enabled: bool, path: Path | None 
         elif "disabled_tools" in table:
             del table["disabled_tools"]
         return True
-
-
-# ---------------------------------------------------------------- launch-time expansion
-
-
-def expand(value: str, environ: Mapping[str, str] | None = None, what: str = "value") -> str:
-    """Expand `${VAR}` references; an unset one is an error, never passed on literally.
-
-    `${secret:NAME}` references are resolved by `coffer.secrets` when that module is present.
-    """
-    environ = os.environ if environ is None else environ
-
-    def sub(match: re.Match[str]) -> str:
-        ref = match.group(1)
-        if ref.startswith("secret:"):
-            from coffer import secrets  # type: ignore[attr-defined]
-
-            return str(secrets.resolve(ref.removeprefix("secret:")))
-        if not ENV_KEY_RE.match(ref):
-            raise SecretError(f"{what}: invalid reference '${{{ref}}}'")
-        if ref not in environ:
-            raise SecretError(f"{what}: ${{{ref}}} is not set in the environment")
-        return environ[ref]
-
-    return REF_RE.sub(sub, value)
-
-
-def resolved_env(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    from coffer.redact import registered  # resolved values are scrubbed from everything Coffer writes
-
-    return registered({k: expand(v, environ, f"{cfg.name}: env {k}") for k, v in cfg.env.items()})
-
-
-def resolved_headers(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    from coffer.redact import registered
-
-    return registered({k: expand(v, environ, f"{cfg.name}: header {k}") for k, v in cfg.headers.items()})

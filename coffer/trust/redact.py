@@ -9,17 +9,13 @@ Common re-encodings of a value (JSON-escaped, URL-quoted, base64) are scrubbed t
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, quote_plus
-
-if TYPE_CHECKING:
-    from coffer.registry import ServerConfig
 
 MASK = "****"
 # Shorter values ("1", "true", "dev") are configuration, not credentials; scrubbing them would mangle text.
@@ -60,18 +56,6 @@ def registered(values: Mapping[str, str]) -> dict[str, str]:
     """Register a resolved mapping's values and hand it back (for env/header resolution)."""
     register(*values.values())
     return dict(values)
-
-
-def register_config(cfg: ServerConfig) -> None:
-    """Register a server's literal env/header values and, where they resolve, their expansions."""
-    from coffer import registry
-    from coffer.errors import CofferError
-
-    literal = [*cfg.env.values(), *cfg.headers.values()]
-    register(*(v for v in literal if not registry.REF_RE.fullmatch(v.strip())))
-    for value in literal:
-        with contextlib.suppress(CofferError):  # an unset reference has no value to leak
-            register(registry.expand(value))
 
 
 def scrub(text: str) -> str:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from sqlite_utils import Migrations
 
 from coffer.errors import NotFoundError, RegistryError
-from coffer.pinhash import (
+from coffer.trust.pinhash import (
     CODE_ENV,
     NEW_TOOLS,
     canonical,
@@ -47,13 +47,13 @@ from coffer.pinhash import (
     tool_hash,
     unified,
 )
-from coffer.store import immediate
+from coffer.vault.store import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-    from coffer.catalogue import CatalogueTool
-    from coffer.registry import Registry, ServerConfig
+    from coffer.vault.catalogue import CatalogueTool
+    from coffer.vault.registry import Registry, ServerConfig
 
 __all__ = [
     "CODE_ENV", "NEW_TOOLS", "Pins", "ToolPin", "approve_server_config", "canonical", "config_definition",
@@ -107,10 +107,10 @@ class Pins:
     @classmethod
     def open(cls, path: Path | None = None, *, new_tools: str | None = None) -> Pins:
         """Open coffer.db's trust tables; `new_tools` defaults to the registry's `[settings]`."""
-        from coffer.store import migrate, open_db
+        from coffer.vault.store import migrate, open_db
 
         if new_tools is None:
-            from coffer import registry
+            from coffer.vault import registry
 
             new_tools = new_tools_setting(registry.load().settings)
         elif new_tools not in NEW_TOOLS:

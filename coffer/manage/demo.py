@@ -18,8 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from coffer import paths, registry
 from coffer.errors import UpstreamError
+from coffer.manage import servers
+from coffer.vault import paths, registry
 
 QUERY = "what time is it right now"
 EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
@@ -31,7 +32,7 @@ EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
 
 
 def demo_server_path() -> Path:
-    return Path(__file__).parent / "examples" / "demo_server.py"
+    return Path(__file__).resolve().parents[1] / "examples" / "demo_server.py"
 
 
 def run_demo(timeout: float = 60.0) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def run_demo(timeout: float = 60.0) -> dict[str, Any]:
     try:
         with _vault(home):  # registering approves the launch config: in the demo's vault, not the user's
             cfg = registry.ServerConfig(name="demo", command=sys.executable, args=[str(demo_server_path())])
-            registry.add_server(cfg)
+            servers.add_server(cfg)
         return anyio.run(_drive, home, timeout)
     finally:
         shutil.rmtree(home, ignore_errors=True)

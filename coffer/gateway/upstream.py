@@ -1,4 +1,4 @@
-"""Upstreams: one long-lived MCP session per registered server (the pool in `coffer.pool` runs them).
+"""Upstreams: one long-lived MCP session per registered server (the pool in `coffer.gateway.pool` runs them).
 
 The only module that talks to upstream servers. Each upstream runs in a supervisor task: spawn (or
 connect over streamable HTTP), the legacy `initialize` handshake (list_changed notifications and
@@ -18,21 +18,40 @@ import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
 from pydantic import TypeAdapter
 
-from coffer import __version__, outbound
-from coffer.catalogue import KINDS, Listing
+from coffer import __version__
 from coffer.errors import SecretError, UpstreamError
-from coffer.registry import ServerConfig, resolved_env, resolved_headers
-from coffer.transport import StreamStats, child_env, http_pipe, stdio_pipe
+from coffer.gateway import outbound
+from coffer.gateway.gate import StartGate
+from coffer.gateway.transport import StreamStats, child_env, http_pipe, stdio_pipe
+from coffer.trust.expand import resolved_env, resolved_headers
+from coffer.vault.catalogue import KINDS, Listing
+from coffer.vault.registry import ServerConfig
 
-if TYPE_CHECKING:
-    from coffer.pool import Pool
+
+class Supervisor(Protocol):
+    """What an upstream needs from the pool that runs it (`coffer.gateway.pool.Pool`)."""
+
+    gate: StartGate
+    slot_hold: float
+    pids: set[int]
+
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+
+    async def client_options(self, name: str) -> dict[str, Any]: ...
+
+    def listed(self, upstream: Upstream, kinds: frozenset[str]) -> None: ...
+
+    def resource_updated(self, upstream: Upstream, params: Any) -> None: ...
+
+    async def prepare(self, upstream: Upstream, session: ClientSession) -> None: ...
+
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_FACTOR = 3.0
@@ -102,7 +121,7 @@ class _Exited(Exception):
 class Upstream:
     """One upstream server: its state, its live session, its listing and its stderr tail."""
 
-    def __init__(self, cfg: ServerConfig, pool: Pool) -> None:
+    def __init__(self, cfg: ServerConfig, pool: Supervisor) -> None:
         self.cfg = cfg
         self.name = cfg.name
         self.pool = pool
@@ -129,7 +148,7 @@ class Upstream:
         self._transport_error: BaseException | None = None
         self._dirty: set[str] = set()
         self._relisting = False
-        self.told: frozenset[str] = frozenset()  # host capabilities this session was told of (coffer.relay)
+        self.told: frozenset[str] = frozenset()  # host capabilities this session was told of (coffer.gateway.relay)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -219,7 +238,9 @@ class Upstream:
                         self.server_info = init.server_info.model_dump(exclude_none=True)
                         self.capabilities = init.capabilities.model_dump(by_alias=True, exclude_none=True)
                         self.protocol_version = init.protocol_version
-                        self.session, self.listing, self.state = session, listing, State.READY
+                        self.listing = listing
+                        await self.pool.prepare(self, session)  # state the host set, before any call is routed
+                        self.session, self.state = session, State.READY
                         self.last_error = self.error_class = None
                         self._settled.set()
                         self.pool.listed(self, frozenset(KINDS))
@@ -379,7 +400,7 @@ class Upstream:
 
         Raises UpstreamUnavailable when the server cannot be reached, MCPError for the upstream's own
         JSON-RPC errors (REQUEST_TIMEOUT after `timeout` seconds). Giving up on the request, by timeout or
-        cancellation, sends `notifications/cancelled` upstream before this returns (`coffer.outbound`).
+        cancellation, sends `notifications/cancelled` upstream before this returns (`coffer.gateway.outbound`).
         """
         timeout = self.cfg.timeout if timeout is None else timeout
         session = await self.ready_session(timeout)

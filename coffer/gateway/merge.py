@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coffer.catalogue import CatalogueTool, build_tools
+from coffer.vault.catalogue import CatalogueTool, build_tools
 
 Refusal = Callable[..., str | None]
 

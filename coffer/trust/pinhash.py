@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 from coffer.errors import RegistryError
 
 if TYPE_CHECKING:
-    from coffer.catalogue import CatalogueTool
-    from coffer.registry import ServerConfig
+    from coffer.vault.catalogue import CatalogueTool
+    from coffer.vault.registry import ServerConfig
 
 NEW_TOOLS = ("allow", "hold")
 # Env variables whose *value* decides what code runs; their values are part of the launch hash.

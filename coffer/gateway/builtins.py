@@ -15,9 +15,9 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 
-from coffer import paths
-from coffer.catalogue import CatalogueTool
 from coffer.errors import CofferError
+from coffer.vault import paths
+from coffer.vault.catalogue import CatalogueTool
 
 BUILTIN = "coffer"
 SEARCH = "coffer__search_tools"
@@ -127,7 +127,7 @@ async def ask(ctx: Any, args: dict[str, Any], servers: list[str]) -> dict[str, A
     """Passages from the user's notes and the enabled servers' resources, answered by sampling when possible."""
     question = _text_arg(args, "question", ASK)
     k = top_k(args)
-    from coffer.memory import answer
+    from coffer.memory.store import answer
 
     try:
         result = await answer(question, k, sampler(ctx), servers=servers)

@@ -33,7 +33,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from coffer.redact import scrub, scrub_obj
+from coffer.trust.redact import scrub, scrub_obj
 
 log = logging.getLogger("coffer.relay")
 

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 from sqlite_utils import Migrations
 
-from coffer import paths, store
 from coffer.errors import NotFoundError, UsageError
-from coffer.passages import split_passages
+from coffer.memory.passages import split_passages
+from coffer.trust import curation
+from coffer.vault import paths, store
 
 if TYPE_CHECKING:
     from coffer.ranking import Ranker
@@ -342,15 +343,15 @@ def grounded_prompt(question: str, passages: list[dict[str, Any]]) -> str:
 def search_vault(question: str, top_k: int = 5) -> dict[str, Any]:
     """`coffer ask`: `search` over notes and the knowledge of servers an agent may see.
 
-    A disabled server, or one whose launch config is not approved (coffer.pinning), contributes nothing,
+    A disabled server, or one whose launch config is not approved (coffer.trust.pinning), contributes nothing,
     exactly as in the gateway's `coffer__ask`.
     """
-    from coffer import catalogue, registry
-    from coffer.pinning import Pins
+    from coffer.trust.pinning import Pins
+    from coffer.vault import registry
 
     reg = registry.load()
     with Pins.open(new_tools="allow") as pins:  # read only
-        servers = catalogue.visible_servers(reg, pins)
+        servers = curation.visible_servers(reg, pins)
     return search(question, top_k, servers=servers)
 
 

@@ -1,0 +1,217 @@
+"""Routing: every host request that belongs to one upstream goes through a Router, down one path.
+
+tools/call: decide curation (`View.refusal`), resolve the exposed name to its server and tool (waiting
+for a server that has never listed), route to that server's upstream, and mark the call in flight on
+it (`coffer.gateway.relay`) so what the upstream asks meanwhile reaches this host. prompts/get goes by
+the prompt's exposed name, resources/read and subscribe by the resource's URI (or the first template
+that matches it), completion/complete by its reference. tools/call failures become `CallFailure`
+(an isError result, logged by the server); the others have no isError result, so their failures are
+JSON-RPC errors, with text passed through `coffer.trust.redact` since it may quote an upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+from mcp import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from coffer.gateway.builtins import SEARCH, CallFailure
+from coffer.gateway.pool import Pool
+from coffer.gateway.relay import Relay
+from coffer.gateway.upstream import UpstreamUnavailable
+from coffer.gateway.view import View
+from coffer.trust.redact import scrub
+from coffer.vault.catalogue import CatalogueTool
+
+NO_COMPLETION: dict[str, Any] = {"completion": {"values": [], "hasMore": False}}
+
+
+def for_era(ctx: Any, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
+    """Add the envelope 2026-07-28 results require (typed results get it from their defaults, dicts don't)."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return result
+    envelope: dict[str, Any] = {"resultType": "complete"}
+    if cacheable:  # never cached: upstreams come and go and curation changes under the host
+        envelope |= {"ttlMs": 0, "cacheScope": "private"}
+    return envelope | result
+
+
+@dataclass
+class Call:
+    """Who a tools/call went to, filled in as it is resolved (for the invocation log)."""
+
+    server: str
+    tool: str
+
+
+class Router:
+    """Routes one gateway's host requests to the owning upstreams."""
+
+    def __init__(self, view: View, pool: Pool, relay: Relay) -> None:
+        self.view = view
+        self.pool = pool
+        self.relay = relay
+
+    # ------------------------------------------------------------------ tools/call
+
+    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams, call: Call) -> dict[str, Any]:
+        """Curation, resolution, routing, relay: the one path of an upstream tools/call."""
+        view = self.view
+        entry = await self._resolve(params.name, call)
+        call.server, call.tool = entry.server, entry.tool
+        reason = view.refusal(entry.server, entry.tool, entry.name)
+        if reason is not None:
+            raise CallFailure("refused", "curation", f"coffer refused {params.name}: {reason}")
+        up = self.pool.get(entry.server)
+        if up is None:
+            raise CallFailure(
+                "refused", "curation", f"coffer refused {params.name}: server '{entry.server}' is not running"
+            )
+        request = types.CallToolRequest(params=types.CallToolRequestParams(name=entry.tool, arguments=params.arguments))
+        try:
+            with self.relay.origin(entry.server, ctx):  # what the upstream asks meanwhile goes to this host
+                return await up.request(request, progress=_progress(ctx))
+        except UpstreamUnavailable as exc:
+            raise CallFailure("error", "unavailable", str(exc)) from exc
+        except MCPError as exc:
+            if exc.code == types.REQUEST_TIMEOUT:
+                msg = f"{params.name} timed out after {up.cfg.timeout:g}s; the call was cancelled upstream"
+                raise CallFailure("timeout", "timeout", msg) from exc
+            raise CallFailure("error", "upstream_error", f"{entry.server}: {exc.message}") from exc
+
+    async def _resolve(self, name: str, call: Call) -> CatalogueTool:
+        view = self.view
+        entry = view.merged().tools.get(name)
+        if entry is not None:
+            return entry
+        server = view.server_of(name)
+        call.server = server if server in view.registry.servers else "?"
+        up = self.pool.get(server)
+        if up is not None and server not in view.live:
+            try:  # never listed (no snapshot yet): a call waits for the server up to its timeout
+                await up.ready_session(up.cfg.timeout)
+            except UpstreamUnavailable as exc:
+                raise CallFailure("error", "unavailable", str(exc)) from exc
+            entry = view.merged().tools.get(name)
+            if entry is not None:
+                return entry
+        reason = view.refusal(server) if server in view.registry.servers else None
+        if reason is not None:
+            raise CallFailure("refused", "curation", f"coffer refused {name}: {reason}")
+        raise CallFailure("error", "unknown_tool", f"unknown tool '{name}' (find tools with {SEARCH})")
+
+    # ------------------------------------------------------------------ other requests
+
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> dict[str, Any]:
+        self.view.current_registry()
+        entry = self.view.merged().prompts.get(params.name)
+        if entry is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt '{params.name}'")
+        reason = self.view.refusal(entry.server)
+        if reason is not None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused prompt {params.name}: {reason}")
+        request = types.GetPromptRequest(
+            params=types.GetPromptRequestParams(name=entry.tool, arguments=params.arguments)
+        )
+        return for_era(ctx, await self.forward(ctx, entry.server, request))
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> dict[str, Any]:
+        self.view.current_registry()
+        uri = str(params.uri)
+        server = self.view.resource_owner(uri)
+        if server is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
+        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+        return for_era(ctx, await self.forward(ctx, server, request), cacheable=True)
+
+    async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> dict[str, Any]:
+        """Subscribe the host to a resource: the owning upstream is asked once, however many hosts subscribe."""
+        self.view.current_registry()
+        uri = str(params.uri)
+        server = self._subscribable_owner(uri)
+        if self.relay.subscribe(uri, ctx.session):
+            try:
+                request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+                await self.forward(ctx, server, request)
+            except MCPError:
+                self.relay.unsubscribe(uri, ctx.session)
+                raise
+        return for_era(ctx, {})
+
+    async def unsubscribe(self, ctx: Any, params: types.UnsubscribeRequestParams) -> dict[str, Any]:
+        """Drop the host's subscription; the upstream is told once no host is subscribed."""
+        self.view.current_registry()
+        uri = str(params.uri)
+        if self.relay.unsubscribe(uri, ctx.session):
+            server = self.view.resource_owner(uri)
+            if server is not None:
+                request = types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri))
+                await self.forward(ctx, server, request)
+        return for_era(ctx, {})
+
+    def _subscribable_owner(self, uri: str) -> str:
+        server = self.view.resource_owner(uri)
+        if server is None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
+        up = self.pool.get(server)
+        caps = up.session.server_capabilities if up is not None and up.session is not None else None
+        if caps is not None and (caps.resources is None or not caps.resources.subscribe):
+            raise MCPError(code=types.METHOD_NOT_FOUND, message=f"server '{server}' does not support subscriptions")
+        return server
+
+    async def complete(self, ctx: Any, params: types.CompleteRequestParams) -> dict[str, Any]:
+        """Argument suggestions from the owning upstream; none (not an error) when it offers no completions."""
+        self.view.current_registry()
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            entry = self.view.merged().prompts.get(ref.name)
+            if entry is None:
+                raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt '{ref.name}'")
+            server, ref = entry.server, types.PromptReference(name=entry.tool)
+        else:
+            owner = self.view.resource_owner(ref.uri)
+            if owner is None:
+                raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {ref.uri}")
+            server = owner
+        up = self.pool.get(server)
+        caps = up.session.server_capabilities if up is not None and up.session is not None else None
+        if caps is not None and caps.completions is None:
+            return for_era(ctx, NO_COMPLETION)
+        request = types.CompleteRequest(
+            params=types.CompleteRequestParams(ref=ref, argument=params.argument, context=params.context)
+        )
+        try:
+            return for_era(ctx, await self.forward(ctx, server, request))
+        except MCPError as exc:
+            if exc.code == types.METHOD_NOT_FOUND:
+                return for_era(ctx, NO_COMPLETION)
+            raise
+
+    async def forward(self, ctx: Any, server: str, request: Any) -> dict[str, Any]:
+        """Send `request` to `server` as the host's request; errors become JSON-RPC errors for the host."""
+        up = self.pool.get(server)
+        reason = self.view.refusal(server)
+        if up is None or reason is not None:
+            raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused: {reason or 'server not running'}")
+        try:
+            with self.relay.origin(server, ctx):
+                return await up.request(request)
+        except UpstreamUnavailable as exc:
+            raise MCPError(code=types.INTERNAL_ERROR, message=scrub(str(exc))) from exc
+        except MCPError as exc:
+            raise MCPError(code=exc.code, message=scrub(f"{server}: {exc.message}"), data=exc.data) from exc
+
+
+def _progress(ctx: Any) -> Callable[[float, float | None, str | None], Awaitable[None]] | None:
+    """Ask the upstream for progress only when the host asked us for it; relay it under the host's token."""
+    if (ctx.meta or {}).get("progress_token") is None:
+        return None
+
+    async def forward(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.report_progress(progress, total, message)
+
+    return forward

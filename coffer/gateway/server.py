@@ -1,0 +1,333 @@
+"""The gateway: one MCP server (the SDK's lowlevel `Server`) over every enabled upstream.
+
+It answers list requests from the merged view (`coffer.gateway.view`), hands every request that
+belongs to one upstream to the router (`coffer.gateway.routes`), and answers the built-ins itself.
+The first tools/list comes from the catalogue snapshot, so a host with a 10 s start budget never
+waits for slow upstreams; every live listing replaces the snapshot's entry, is written back to it,
+and is announced to the host with list_changed. Hosts keep the list they got at start, so curation
+is decided again at call time. Every tools/call, built-ins included, passes through `_record()`,
+which times it and writes the invocation log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import ClientSession, MCPError
+from mcp.server import Server
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from coffer import __version__
+from coffer.errors import CofferError
+from coffer.gateway import builtins, outbound
+from coffer.gateway.builtins import ASK, BUILTIN, SEARCH, CallFailure, text_result
+from coffer.gateway.merge import Merged
+from coffer.gateway.pool import START_SLOTS, Pool
+from coffer.gateway.relay import Relay
+from coffer.gateway.routes import Call, Router, for_era
+from coffer.gateway.upstream import Upstream, UpstreamUnavailable
+from coffer.gateway.view import View
+from coffer.log.calls import CallLog, CallRecord
+from coffer.memory.store import index_resources
+from coffer.trust import curation
+from coffer.trust.pinning import Pins
+from coffer.trust.redact import scrub
+from coffer.vault import catalogue, registry
+
+log = logging.getLogger("coffer.gateway")
+
+DISCOVERY_BUDGET_S = 5.0  # how long a first tools/list may wait for servers the snapshot has never seen
+INSTRUCTIONS = (
+    "Coffer serves the tools of several MCP servers as <server>__<tool>. When you are not sure which "
+    "tool fits, call coffer__search_tools with the action you want; coffer__ask searches the user's notes "
+    "and the servers' documents."
+)
+
+
+LEGACY_CHANGED = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
+RELAYED_CAPS = ("sampling", "elicitation", "roots")  # host capabilities an upstream's listing may depend on
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK's server, with capabilities decided when each host initializes: list_changed on,
+    `logging` always (Coffer filters and forwards levels), `resources.subscribe` only when an enabled
+    upstream can subscribe."""
+
+    can_subscribe: Callable[[], bool] = staticmethod(lambda: False)
+
+    def create_initialization_options(
+        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
+        return super().create_initialization_options(notification_options or LEGACY_CHANGED, *args, **kwargs)
+
+    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
+        caps = super().get_capabilities(*args, **kwargs)
+        if caps.resources is not None and caps.resources.subscribe:
+            caps.resources.subscribe = self.can_subscribe()
+        return caps
+
+
+def host_caps(ctx: Any) -> frozenset[str]:
+    """Which of the relayable capabilities (sampling, elicitation, roots) the requesting host declared."""
+    caps = getattr(ctx.session, "client_capabilities", None)
+    return frozenset(c for c in RELAYED_CAPS if caps is not None and getattr(caps, c, None) is not None)
+
+
+class Gateway:
+    """State behind `coffer serve`: the registry (re-read when it changes), the listings, the pool."""
+
+    def __init__(
+        self,
+        *,
+        calllog: CallLog | None = None,
+        start_limit: int = START_SLOTS,
+        discovery_budget: float = DISCOVERY_BUDGET_S,
+        host_wait: float | None = None,
+    ) -> None:
+        """`host_wait`: how long upstream handshakes wait for the host's capabilities (None: many hosts)."""
+        self.calllog = calllog
+        self.discovery_budget = discovery_budget
+        self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.gateway.relay)
+        self.pool = Pool(
+            limit=start_limit, on_listing=self._on_listing, relay=self.relay, on_session=self._restore_session_state
+        )
+        self.view = View(builtins.tool_definitions(), on_sync=self.pool.sync)
+        self.router = Router(self.view, self.pool, self.relay)
+        self._snapshot_lock = anyio.Lock()
+        self._started_at = 0.0
+        self.server = self._build_server()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        """Load the snapshot, start the upstreams in the background; stop them all on exit."""
+        async with self.pool:
+            with Pins.open(new_tools="allow") as self.view.pins:  # the registry's setting applies in View._sync()
+                self._started_at = anyio.current_time()
+                self.view.load_snapshot()
+                self.view.current_registry()
+                yield self
+
+    @property
+    def registry(self) -> registry.Registry:
+        return self.view.registry
+
+    def current_registry(self) -> registry.Registry:
+        """The registry as served now (re-read when the file changed; see `View.current_registry`)."""
+        return self.view.current_registry()
+
+    def refusal(self, server: str, tool: str | None = None, exposed: str | None = None) -> str | None:
+        return self.view.refusal(server, tool, exposed)
+
+    def merged(self) -> Merged:
+        return self.view.merged()
+
+    async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
+        """Before answering tools/list, give never-catalogued servers (and `unfit` snapshot entries) a
+        short, bounded chance to list."""
+        deadline = self._started_at + self.discovery_budget
+        for name, up in list(self.pool.upstreams.items()):
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                return
+            if name not in self.view.lists or (name in unfit and name not in self.view.live):
+                await up.wait_settled(remaining)
+
+    # ------------------------------------------------------------------ upstream listings
+
+    def _on_listing(self, up: Upstream, kinds: frozenset[str]) -> None:
+        """An upstream listed (at start or after list_changed): merge now, persist and announce later."""
+        if up.listing is None or self.pool.get(up.name) is not up:
+            return
+        changed, first = self.view.record(up.name, up.listing, kinds, up.capabilities)
+        if changed or first:
+            self.pool.spawn(self._after_listing, up, changed, first)
+
+    async def _after_listing(self, up: Upstream, changed: frozenset[str], first: bool) -> None:
+        lists = dict(self.view.lists.get(up.name, {}))
+        meta = {"told": sorted(up.told), "capabilities": self.view.server_caps.get(up.name, {})}
+        async with self._snapshot_lock:
+            try:
+                await anyio.to_thread.run_sync(lambda: catalogue.save_server(up.name, meta=meta, **lists))
+            except (CofferError, OSError) as exc:
+                log.warning("could not write the catalogue snapshot for %s: %s", up.name, exc)
+        await self._announce(changed)
+        if "resources" in changed or first:  # the index may predate this vault's snapshot
+            await self._index_resources(up)
+
+    async def _restore_session_state(self, up: Upstream, session: ClientSession) -> None:
+        """Give a new upstream session the level the hosts set and the subscriptions it owns, before the
+        pool marks it ready (so no call reaches it first). A level set meanwhile is applied too."""
+        logging_ok = "logging" in up.capabilities
+        subscribe_ok = bool((up.capabilities.get("resources") or {}).get("subscribe"))
+        applied: str | None = None
+        with contextlib.suppress(CofferError, MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            for uri in self.relay.subscribed() if subscribe_ok else []:
+                if self.view.resource_owner(uri) == up.name:
+                    request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+                    await outbound.send(session, request, timeout=min(up.cfg.timeout, 10.0))
+            while logging_ok and (level := self.relay.upstream_level()) not in (None, applied):  # last: nothing
+                request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # awaits after it
+                await outbound.send(session, request, timeout=min(up.cfg.timeout, 10.0))
+                applied = level
+
+    async def _set_level(self, ctx: Any, params: types.SetLevelRequestParams) -> dict[str, Any]:
+        """Remember the host's level (messages below it are not forwarded) and pass it to every upstream
+        that declared logging, so they need not produce what nobody will read."""
+        level = self.relay.set_level(ctx.session, params.level)
+        request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # type: ignore[arg-type]
+        for name, up in list(self.pool.upstreams.items()):
+            if up.session is not None and "logging" in self.view.server_caps.get(name, {}):
+                with contextlib.suppress(CofferError, MCPError):
+                    await up.request(request, timeout=min(up.cfg.timeout, 10.0))
+        return for_era(ctx, {})
+
+    async def _announce(self, changed: frozenset[str]) -> None:
+        senders = []
+        if "tools" in changed:
+            senders.append("send_tool_list_changed")
+        if "prompts" in changed:
+            senders.append("send_prompt_list_changed")
+        if changed & {"resources", "resource_templates"}:
+            senders.append("send_resource_list_changed")
+        for session in list(self.relay.hosts):
+            for sender in senders:
+                try:
+                    await getattr(session, sender)()
+                except Exception:  # a host that went away must not break the others
+                    self.relay.drop_host(session)
+                    break
+
+    async def _index_resources(self, up: Upstream) -> None:
+        """Feed an upstream's text resources to coffer__ask's index, off every request's path."""
+        try:
+            items = await up.text_resources()
+            await anyio.to_thread.run_sync(index_resources, up.name, items)
+        except (CofferError, MCPError, UpstreamUnavailable, OSError) as exc:
+            log.warning("could not index the resources of %s: %s", up.name, exc)
+
+    # ------------------------------------------------------------------ the MCP server
+
+    def _build_server(self) -> _GatewayServer:
+        with warnings.catch_warnings():  # logging is deprecated at 2026-07-28; 2025 hosts still set levels
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            server = _GatewayServer(
+                BUILTIN,
+                version=__version__,
+                instructions=INSTRUCTIONS,
+                on_list_tools=self._list_tools,
+                on_call_tool=self._call_tool,
+                on_list_prompts=self._list_prompts,
+                on_get_prompt=self.router.get_prompt,
+                on_list_resources=self._list_resources,
+                on_list_resource_templates=self._list_templates,
+                on_read_resource=self.router.read_resource,
+                on_completion=self.router.complete,
+                on_set_logging_level=self._set_level,
+                on_subscribe_resource=self.router.subscribe,
+                on_unsubscribe_resource=self.router.unsubscribe,
+            )
+        server.can_subscribe = self.view.can_subscribe  # type: ignore[method-assign]
+        server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
+        server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, self._on_roots)
+        server.middleware = []  # the default OpenTelemetry span is a no-op without an exporter, but not free
+        return server
+
+    def initialization_options(self) -> Any:
+        """None: the SDK asks `_GatewayServer` at each initialize, so capabilities follow the upstreams."""
+        return None
+
+    async def _on_initialized(self, ctx: Any, params: Any) -> None:
+        if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self.relay.add_host(ctx.session)  # kept for list_changed and relaying, valid for the whole connection
+
+    async def _on_roots(self, ctx: Any, params: Any) -> None:
+        await self.relay.roots_changed(up.session for up in list(self.pool.upstreams.values()) if up.session)
+
+    async def _listing(self, ctx: Any) -> Merged:
+        """The merged view a list request answers from: current curation, new servers given their chance.
+
+        A snapshot entry listed while its upstream was told of capabilities this host lacks (a roots
+        tool after a host with roots) is not shown: that server is waited for like a new one.
+        """
+        self.view.current_registry()
+        unfit = self.view.unfit(host_caps(ctx))
+        await self._await_discovery(unfit)
+        return self.view.merged(without={s for s in unfit if s not in self.view.live})
+
+    async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
+        return for_era(ctx, {"tools": (await self._listing(ctx)).tools_result}, cacheable=True)
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
+        return for_era(ctx, {"prompts": (await self._listing(ctx)).prompts_result}, cacheable=True)
+
+    async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
+        return for_era(ctx, {"resources": (await self._listing(ctx)).resources_result}, cacheable=True)
+
+    async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
+        return for_era(ctx, {"resourceTemplates": (await self._listing(ctx)).templates_result}, cacheable=True)
+
+    async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
+        call = Call(server="?", tool=params.name)
+        return for_era(ctx, await self._record(ctx, call, lambda: self._route_tool(ctx, params, call)))
+
+    async def _record(self, ctx: Any, call: Call, run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """Run one tools/call, turn failures into isError results, and log who/what/how long/outcome."""
+        started, t0 = time.time(), time.perf_counter()
+        outcome, error_class = "ok", None
+        try:
+            result = await run()
+            if result.get("isError"):
+                outcome, error_class = "error", "tool_error"
+            return result
+        except CallFailure as exc:
+            outcome, error_class = exc.outcome, exc.error_class
+            return text_result(scrub(str(exc)), error=True)  # may quote an upstream's message or stderr
+        except anyio.get_cancelled_exc_class():
+            outcome = "cancelled"
+            raise
+        except Exception as exc:  # a gateway bug must still answer the host, not drop the call
+            log.exception("tools/call %s failed inside coffer", call.tool)
+            outcome, error_class = "error", type(exc).__name__
+            return text_result(f"coffer: internal error while calling {call.tool}: {type(exc).__name__}", True)
+        finally:
+            if self.calllog is not None:
+                self._log_call(ctx, call, started, (time.perf_counter() - t0) * 1000.0, outcome, error_class)
+
+    def _log_call(self, ctx: Any, call: Call, ts: float, ms: float, outcome: str, error_class: str | None) -> None:
+        client = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
+        assert self.calllog is not None
+        self.calllog.record(
+            CallRecord(
+                ts=ts,
+                client_name=getattr(client, "name", None),
+                client_version=getattr(client, "version", None),
+                server=call.server,
+                tool=call.tool,
+                duration_ms=ms,
+                outcome=outcome,
+                error_class=error_class,
+            )
+        )
+
+    async def _route_tool(self, ctx: Any, params: types.CallToolRequestParams, call: Call) -> dict[str, Any]:
+        """Built-ins are answered here; every other name goes down the router's one path."""
+        self.view.current_registry()
+        if params.name not in (SEARCH, ASK):
+            return await self.router.call_tool(ctx, params, call)
+        args = params.arguments or {}
+        call.server, call.tool = BUILTIN, params.name.removeprefix(f"{BUILTIN}__")
+        if params.name == SEARCH:
+            m = self.view.merged()
+            return await builtins.search_tools(m.visible_tools, m.key, args)
+        return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))

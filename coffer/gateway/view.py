@@ -1,0 +1,167 @@
+"""The vault as `coffer serve` sees it: the registry (re-read when the file changes), each server's
+listing (from the snapshot until it lists live), the merged catalogue, and the curation rule.
+
+Everything a request needs to decide what is visible and who owns a name, and nothing that talks to
+an upstream: the server and the router hold a View and ask it. `version` moves whenever the registry,
+a listing or the trust state changes; the merged view and remembered refusals follow it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from typing import Any
+
+from coffer.errors import RegistryError
+from coffer.gateway.merge import Merged, merge
+from coffer.trust import curation
+from coffer.trust.pinning import Pins
+from coffer.vault import catalogue, paths, registry
+from coffer.vault.catalogue import KINDS, Listing, build_tools
+
+log = logging.getLogger("coffer.gateway")
+
+Sync = Callable[[list[registry.ServerConfig]], None]
+
+
+class View:
+    """Registry, listings, merged catalogue and refusals for one gateway."""
+
+    def __init__(self, builtins: list[dict[str, Any]], on_sync: Sync) -> None:
+        """`on_sync` is given the servers to run (enabled, launch approved) whenever that may have changed."""
+        self.builtins = builtins
+        self.on_sync = on_sync
+        self.registry_path = paths.registry_path()  # resolved once: it is stat'ed on every request
+        self.registry = registry.Registry(path=self.registry_path)
+        self.pins: Pins | None = None  # trust: unapproved launch configs, held tools (set while running)
+        self.lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        self.live: set[str] = set()  # servers listed live by this gateway (the rest come from the snapshot)
+        self.told: dict[str, frozenset[str]] = {}  # snapshot entries: host capabilities they were listed under
+        self.server_caps: dict[str, dict[str, Any]] = {}  # what each server declared (live, else snapshot)
+        self.version = 0
+        self._reg_stamp: tuple[int, int, int] | None = None
+        self._pins_stamp = -1
+        self._merged: tuple[int, Merged] | None = None
+        self._refusals: tuple[int, dict[tuple[str, str | None, str | None], str | None]] = (-1, {})
+
+    # ------------------------------------------------------------------ loading
+
+    def load_snapshot(self) -> None:
+        try:
+            snap = catalogue.load_snapshot()
+        except RegistryError as exc:
+            log.warning("%s", exc)
+            return
+        for name, entry in (snap.servers if snap else {}).items():
+            self.lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
+            self.told[name] = frozenset(entry.told)
+            self.server_caps[name] = dict(entry.capabilities)
+            if self.pins is not None:  # a snapshot written elsewhere (refresh) may hold a changed tool
+                self.pins.observe(name, build_tools(name, entry.tools, self.prefix(name)))
+        self.version += 1
+
+    def current_registry(self) -> registry.Registry:
+        """The registry, re-read only when the file changed; a broken file keeps the last good one."""
+        path = self.registry_path
+        try:
+            st = path.stat()
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        if stamp != self._reg_stamp:
+            self._reg_stamp = stamp
+            try:
+                self.registry = registry.load(path)
+            except RegistryError as exc:
+                log.error("keeping the last good registry: %s", exc)
+                return self.registry
+            self.version += 1
+            self._sync()
+        elif self.pins is not None and self.pins.stamp() != self._pins_stamp:  # e.g. `coffer approve`
+            self.version += 1
+            self._sync()
+        return self.registry
+
+    def _sync(self) -> None:
+        """Run the enabled servers whose launch config is approved (coffer.trust.pinning); stop the others."""
+        servers = self.registry.enabled_servers()
+        if self.pins is not None:
+            servers, self._pins_stamp = self.pins.startable(self.registry), self.pins.stamp()
+        self.on_sync(servers)
+
+    def prefix(self, server: str) -> str | None:
+        cfg = self.registry.servers.get(server)
+        return None if cfg is None else cfg.exposed_prefix
+
+    # ------------------------------------------------------------------ listings
+
+    def record(self, server: str, listing: Listing, kinds: frozenset[str], caps: dict[str, Any]) -> tuple[bool, bool]:
+        """A live listing of `kinds`: returns (changed kinds, first live listing of this server)."""
+        lists = self.lists.setdefault(server, {kind: [] for kind in KINDS})
+        changed = frozenset(k for k in kinds if lists.get(k) != getattr(listing, k))
+        for kind in kinds:
+            lists[kind] = list(getattr(listing, kind))
+        if "tools" in kinds and self.pins is not None:
+            self.pins.observe(server, build_tools(server, lists["tools"], self.prefix(server)))  # holds rug pulls
+        first = server not in self.live
+        self.live.add(server)
+        if caps:
+            self.server_caps[server] = caps
+        if changed:
+            self.version += 1
+        return changed, first  # type: ignore[return-value]
+
+    def unfit(self, have: frozenset[str]) -> set[str]:
+        """Snapshot entries listed for host capabilities a host with `have` lacks (not live yet)."""
+        return {s for s, told in self.told.items() if s not in self.live and not told <= have}
+
+    def can_subscribe(self) -> bool:
+        """Whether any enabled server declared `resources.subscribe` (live, else as last catalogued)."""
+        reg = self.current_registry()
+        return any(
+            (self.server_caps.get(cfg.name, {}).get("resources") or {}).get("subscribe")
+            for cfg in reg.enabled_servers()
+        )
+
+    # ------------------------------------------------------------------ curation and the merged view
+
+    def refusal(self, server: str, tool: str | None = None, exposed: str | None = None) -> str | None:
+        """Why `server` (or one of its tools) may not be listed or called now; None when it may.
+
+        Decides tools/list, coffer__search_tools and every call, by `curation.refusal`: the same rule
+        `coffer search` and `coffer doctor` apply to the snapshot. Remembered until the registry or the
+        trust state changes (`version`), since each check hashes the server's launch config.
+        """
+        if self._refusals[0] != self.version:
+            self._refusals = (self.version, {})
+        key = (server, tool, exposed)
+        known = self._refusals[1]
+        if key not in known:
+            known[key] = curation.refusal(self.registry, self.pins, server, tool, exposed)
+        return known[key]
+
+    def merged(self, without: Collection[str] = ()) -> Merged:
+        """The merged view, rebuilt only when a listing, the registry or the trust state changed;
+        `without` servers left out (not cached)."""
+        prefixes = catalogue.prefixes(self.registry)
+        if without:
+            lists = {s: v for s, v in self.lists.items() if s not in without}
+            return merge(lists, self.refusal, self.builtins, prefixes)
+        if self._merged is None or self._merged[0] != self.version:
+            self._merged = (self.version, merge(self.lists, self.refusal, self.builtins, prefixes))
+        return self._merged[1]
+
+    def server_of(self, name: str) -> str:
+        """The server an exposed name's prefix points to (for names not listed yet)."""
+        head, _, _ = name.partition(registry.SEP)
+        return next((c.name for c in self.registry.servers.values() if c.exposed_prefix == head), head)
+
+    def resource_owner(self, uri: str) -> str | None:
+        """The enabled server that lists `uri`, or whose template is `uri` or matches it."""
+        m = self.merged()
+        server = m.uri_owner.get(uri)
+        if server is None:
+            server = next((s for s, tpl in m.templates if tpl.template == uri), None)
+        if server is None:
+            server = next((s for s, tpl in m.templates if tpl.match(uri) is not None), None)
+        return server

@@ -1,0 +1,55 @@
+"""Launch-time expansion of `${VAR}` and `${secret:NAME}` in a server's env and headers.
+
+Values are expanded only when a server is started, never written back; an unset reference is an
+error, never passed on literally, and every resolved value is registered with `coffer.trust.redact`
+so it is masked wherever Coffer writes text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Mapping
+
+from coffer.errors import CofferError, SecretError
+from coffer.trust import secrets
+from coffer.trust.redact import register, registered
+from coffer.vault.registry import ENV_KEY_RE, REF_RE, ServerConfig
+
+
+def expand(value: str, environ: Mapping[str, str] | None = None, what: str = "value") -> str:
+    """Expand `${VAR}` references; an unset one is an error, never passed on literally.
+
+    `${secret:NAME}` references are resolved by `coffer.trust.secrets`.
+    """
+    environ = os.environ if environ is None else environ
+
+    def sub(match: re.Match[str]) -> str:
+        ref = match.group(1)
+        if ref.startswith("secret:"):
+            return str(secrets.resolve(ref.removeprefix("secret:")))
+        if not ENV_KEY_RE.match(ref):
+            raise SecretError(f"{what}: invalid reference '${{{ref}}}'")
+        if ref not in environ:
+            raise SecretError(f"{what}: ${{{ref}}} is not set in the environment")
+        return environ[ref]
+
+    return REF_RE.sub(sub, value)
+
+
+def resolved_env(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    return registered({k: expand(v, environ, f"{cfg.name}: env {k}") for k, v in cfg.env.items()})
+
+
+def resolved_headers(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    return registered({k: expand(v, environ, f"{cfg.name}: header {k}") for k, v in cfg.headers.items()})
+
+
+def register_config(cfg: ServerConfig) -> None:
+    """Register a server's literal env/header values and, where they resolve, their expansions."""
+    literal = [*cfg.env.values(), *cfg.headers.values()]
+    register(*(v for v in literal if not REF_RE.fullmatch(v.strip())))
+    for value in literal:
+        with contextlib.suppress(CofferError):  # an unset reference has no value to leak
+            register(expand(value))
