@@ -12,7 +12,7 @@ from coffer.clients.common import ClientFileError, hashed_name, is_coffer_serve,
 from coffer.clients.mcpjson import McpServersJson
 from coffer.vault.registry import NAME_RE
 
-REAL = Path(__file__).parent / "data" / "real-servers.json"
+REAL = Path(__file__).parents[1] / "data" / "real-servers.json"
 ENTRY = {"command": "/bin/coffer", "args": ["serve"]}
 
 

@@ -14,7 +14,7 @@ from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 
-DATA = Path(__file__).parent / "data" / "real-servers.json"
+DATA = Path(__file__).parents[1] / "data" / "real-servers.json"
 
 
 @pytest.fixture

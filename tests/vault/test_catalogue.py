@@ -15,7 +15,7 @@ from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry
 
-DATA = Path(__file__).parent / "data" / "real-servers.json"
+DATA = Path(__file__).parents[1] / "data" / "real-servers.json"
 CLIENT_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from coffer.ranking import Doc, Ranker, docs_from_tools, search_tools
 from coffer.ranking.implied import CURRENT_DATE_QUERY, implied_queries
-from tests.test_ranking import real_tools
+from tests.ranking.test_ranking import real_tools
 
 WRITERS = {"filesystem__write_file", "desktop-commander__write_file"}
 

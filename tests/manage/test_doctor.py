@@ -17,8 +17,8 @@ from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture
 
-FAULTY = Path(__file__).parent / "fixtures" / "faulty_server.py"
-RESOURCES = Path(__file__).parent / "fixtures" / "resource_server.py"
+FAULTY = Path(__file__).parents[1] / "fixtures" / "faulty_server.py"
+RESOURCES = Path(__file__).parents[1] / "fixtures" / "resource_server.py"
 CANARY = "canary-secret-value-81f3"
 
 

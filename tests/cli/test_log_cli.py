@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from coffer.log import calls as log
 from coffer.log.calls import CallLog, CallRecord
 from tests.conftest import run_cli, subprocess_env
-from tests.test_log import rec, write
+from tests.log.test_log import rec, write
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

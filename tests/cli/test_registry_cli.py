@@ -18,7 +18,7 @@ from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry
 from tests.conftest import run_cli, subprocess_env
 
-RESOURCES = Path(__file__).parent / "fixtures" / "resource_server.py"
+RESOURCES = Path(__file__).parents[1] / "fixtures" / "resource_server.py"
 
 
 def toml(home: Path) -> str:
@@ -248,7 +248,7 @@ def test_every_command_has_help(cli: CliRunner) -> None:
 
 
 def test_shipped_completion_scripts_are_current(cli: CliRunner) -> None:
-    root = Path(__file__).parent.parent / "completions"
+    root = Path(__file__).parents[2] / "completions"
     for shell, filename in (("bash", "coffer.bash"), ("zsh", "_coffer"), ("fish", "coffer.fish")):
         generated = run_cli(cli, "completions", shell).stdout.strip()
         assert generated == (root / filename).read_text().strip(), f"regenerate completions/{filename}"
