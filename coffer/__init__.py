@@ -1,3 +1,20 @@
-"""Coffer: a local-first vault of MCP servers and the gateway that serves them as one."""
+"""Coffer: a local-first vault of MCP servers and the gateway that serves them as one.
+
+The parts, one package each, bottom to top; a part imports only the parts below it, never a circle
+(tests/test_architecture.py checks this from the import graph):
+
+    errors                  one-line errors with stable exit codes (every part may raise them)
+    vault/                  paths, coffer.toml (registry), the catalogue snapshot and exposed names, SQLite helpers
+    trust/  ranking/  log/  approval, pins, curation, secrets, redaction | BM25 + embeddings | the invocation log
+    memory/                 notes and indexed resources behind coffer__ask
+    gateway/                `coffer serve`: server -> routes -> view/relay -> pool -> upstream -> transport
+    manage/                 use cases across parts: add/remove, probe, refresh, doctor, vault search, demo
+    clients/                agents' config files: import and install
+    cli/                    Typer commands: parse, call one part, render
+
+Where a new feature goes: a new file format or location, vault; a rule about what an agent may see,
+trust; anything that speaks MCP to hosts or upstreams, gateway; a command that strings several parts
+together, manage (the CLI only parses and renders).
+"""
 
 __version__ = "0.1.0"
