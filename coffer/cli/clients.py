@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
+from coffer.clients.known import CLIENTS
 
-CLIENT_NAMES = ("claude-code", "claude-desktop", "codex", "cursor", "vscode")
+CLIENT_NAMES = tuple(CLIENTS)
 ClientArg = Annotated[
     str,
     typer.Argument(help=f"One of: {', '.join(CLIENT_NAMES)}.", autocompletion=lambda: list(CLIENT_NAMES)),
@@ -23,37 +24,90 @@ DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="Show what would chan
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-@app.command("import")
-def import_(client: ClientArg, path: PathOpt = None, dry_run: DryRunOpt = False, as_json: JsonOpt = False) -> None:
-    """Copy a client's MCP servers into the vault (duplicates skipped, names made valid)."""
-    from coffer.clients import importer
+ScopeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scope",
+        help="Only this scope: user, local (Claude Code's per-project entries) or project (./.mcp.json).",
+        autocompletion=lambda: ["user", "local", "project"],
+    ),
+]
 
-    plan = importer.plan_import(client, path)
+
+@app.command("import")
+def import_(
+    client: ClientArg,
+    path: PathOpt = None,
+    scope: ScopeOpt = None,
+    move: Annotated[
+        bool,
+        typer.Option("--move", help="Also take the imported entries out of the client (backed up) and install Coffer."),
+    ] = False,
+    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start the imported servers once.")] = False,
+    dry_run: DryRunOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy a client's MCP servers into the vault (every scope; the same launch once; names made valid)."""
+    from coffer.clients import importer, mover
+
+    plan = importer.plan_import(client, path, scope)
+    changes = mover.plan_move(plan) if move and dry_run else []
+    probed: list[Any] = []
     if not dry_run:
         importer.apply_import(plan)
+        added = [i.config for i in plan.items if i.action == "added" and i.config is not None and i.config.enabled]
+        if added and not no_probe:
+            probed = _probe(added)
+        if move:
+            changes = mover.apply_move(mover.plan_move(plan))
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, **plan.to_dict()})
+        out = {"version": render.JSON_VERSION, **plan.to_dict()}
+        out["probed"] = [{"name": r.name, "status": r.status, "tools": r.tools, "error": r.error} for r in probed]
+        if move:
+            out["moved"] = [c.to_dict() for c in changes]
+        render.print_json(out)
         return
     if not plan.items:
-        render.say(f"no MCP servers in {plan.path}")
+        render.say(f"no MCP servers in {', '.join(s.label() for s in plan.sources) or plan.path}")
         return
     labels = {"add": "would add", "added": "added", "skip": "skipped"}
     rows = []
     for item in plan.items:
-        detail = item.config.launch_line() if item.config is not None else item.reason or ""
-        rows.append((item.name, labels[item.action], "; ".join([detail, *item.notes])))
-    render.table(["server", "result", "details"], rows, title=f"{plan.client}: {plan.path}")
+        detail = item.config.launch_line(masked=True) if item.config is not None else item.reason or ""
+        origin = item.source.scope + (f" {item.source.project}" if item.source and item.source.project else "")
+        rows.append((item.name, labels[item.action], origin if item.source else "", "; ".join([detail, *item.notes])))
+    render.table(["server", "result", "from", "details"], rows, title=f"{plan.client}: {plan.path}")
     adds = plan.count("add", "added")
     skipped = plan.count("skip")
+    for result in probed:
+        if result.status != "ok":
+            render.warn(f"'{result.name}' did not list its tools: {result.error} (`coffer doctor` for details)")
     if dry_run:
-        render.say(f"dry run: would import {adds} server(s), skip {skipped}; nothing written")
+        for change in changes:
+            render.text(change.diff().rstrip("\n"))
+        render.say(f"dry run: would import {adds} server{'' if adds == 1 else 's'}, skip {skipped}; nothing written")
         return
-    render.say(f"imported {adds} server(s), skipped {skipped}")
-    if adds:
+    listed = sum(1 for r in probed if r.status == "ok")
+    tail = f"; {listed} of {len(probed)} listed their tools" if probed else ""
+    render.say(f"imported {adds} server{'' if adds == 1 else 's'}, skipped {skipped}{tail}")
+    for change in changes:
         render.say(
-            f"next: `coffer install {plan.client}` points {plan.client} at Coffer; then remove the imported "
-            f"entries from {plan.path} by hand so their tools are not listed twice"
+            f"moved: {change.path} (backup: {change.backup}); removed {len(change.removed)} entries"
+            + (f", installed '{change.installed}'" if change.installed else "")
         )
+    if adds and not move:
+        render.say(
+            f"next: `coffer import {plan.client} --move` takes them out of {plan.client} and points it at Coffer "
+            f"(backed up), or `coffer install {plan.client}` and remove them by hand"
+        )
+
+
+def _probe(configs: list[Any]) -> list[Any]:
+    """Start the new servers once, a few at a time, so the first tools/list after the import is complete."""
+    from coffer.manage import doctor
+
+    with render.progress(len(configs), "listing the imported servers") as advance:
+        return doctor.refresh(doctor.probe_configs(configs), None, lambda name, ok, summary: advance(name))
 
 
 @app.command()

@@ -3,18 +3,38 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
-from coffer.errors import ConflictError, NotFoundError, UsageError
+from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError, UsageError
 from coffer.manage import servers
 from coffer.vault import catalogue, paths, registry
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def complete_servers(incomplete: str) -> list[str]:
+    """Server names for shell completion (nothing when the registry cannot be read)."""
+    try:
+        return [n for n in registry.load().servers if n.startswith(incomplete)]
+    except CofferError:
+        return []
+
+
+def complete_targets(incomplete: str) -> list[str]:
+    """Server names, and SERVER__TOOL names from the catalogue snapshot, for shell completion."""
+    try:
+        reg, snap = registry.load(), catalogue.load_snapshot()
+    except CofferError:
+        return []
+    names = list(reg.servers)
+    for name, cfg in reg.servers.items():
+        names += [f"{name}{registry.SEP}{t.tool}" for t in catalogue.server_tools(snap, name, cfg.exposed_prefix)]
+    return [n for n in names if n.startswith(incomplete)]
 
 
 def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
@@ -38,6 +58,7 @@ def add(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to start and per call.")] = DEFAULT_TIMEOUT,
     disabled: Annotated[bool, typer.Option("--disabled", help="Register it disabled.")] = False,
     no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
+    as_json: JsonOpt = False,
     prefix: Annotated[
         str | None,
         typer.Option("--prefix", help="Expose tools and prompts as PREFIX__NAME ('' for bare names); default NAME."),
@@ -63,21 +84,36 @@ def add(
         prefix=None if prefix is None else registry.validate_prefix(prefix),
     )
     servers.add_server(cfg)
-    render.say(f"added '{name}': {cfg.launch_line()}")
+    if not as_json:
+        render.say(f"added '{name}': {cfg.launch_line()}")
+    probe: dict[str, Any] | None = None
+    failure: CofferError | None = None
     if not (no_probe or disabled):
-        _probe(cfg)
+        try:
+            probe = {"ok": True, "counts": _probe(cfg)}
+        except UpstreamError as exc:  # the registration stays: the user may fix the server, not the entry
+            failure = UpstreamError(
+                f"'{name}' is registered, but it could not list its tools: {exc} "
+                f"(`coffer doctor {name}` shows why; `coffer remove {name}` undoes the add)"
+            )
+            probe = {"ok": False, "error": str(exc)}
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "probe": probe})
+        if failure is not None:
+            raise typer.Exit(failure.exit_code)
+    elif probe is not None and probe["ok"]:
+        counts = probe["counts"]
+        summary = ", ".join(render.plural(counts[kind], kind.rstrip("s")) for kind in ("tools", "prompts", "resources"))
+        render.say(f"'{cfg.name}' serves {summary}")
+    if failure is not None:
+        raise failure
 
 
-def _probe(cfg: registry.ServerConfig) -> None:
-    """List the new server's tools into the catalogue; a failure keeps the registration and warns."""
-    from coffer.errors import CofferError
+def _probe(cfg: registry.ServerConfig) -> dict[str, int]:
+    """List the new server's tools into the catalogue (bounded); raises UpstreamError when it cannot."""
     from coffer.manage.doctor import probe_and_record
 
-    try:
-        counts = probe_and_record(cfg)
-    except CofferError as exc:
-        render.warn(f"registered, but could not list its tools yet: {exc}")
-        return
+    counts = probe_and_record(cfg)
     clashes = catalogue.name_clashes(registry.load(), catalogue.load_snapshot(), cfg.name)
     if clashes:
         servers.remove_server(cfg.name)  # with its catalogue entry and approval: as if never added
@@ -86,15 +122,20 @@ def _probe(cfg: registry.ServerConfig) -> None:
             f"not added: '{cfg.name}' would expose names another server (or Coffer) already does: {shown}; "
             "choose another --prefix"
         )
-    summary = ", ".join(f"{counts[kind]} {kind}" for kind in ("tools", "prompts", "resources"))
-    render.say(f"'{cfg.name}' serves {summary}")
+    return counts
 
 
 @app.command()
-def remove(name: Annotated[str, typer.Argument(help="Server to remove.")]) -> None:
+def remove(
+    name: Annotated[str, typer.Argument(help="Server to remove.", autocompletion=complete_servers)],
+    as_json: JsonOpt = False,
+) -> None:
     """Remove a server from the vault, with its approval, pinned tools, catalogue entry and indexed resources."""
     servers.remove_server(name)
-    render.say(f"removed '{name}'")
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "removed": name})
+    else:
+        render.say(f"removed '{name}'")
 
 
 def _tool_counts(reg: registry.Registry, snap: catalogue.Snapshot | None, name: str) -> tuple[int, int] | None:
@@ -110,11 +151,14 @@ def list_(as_json: JsonOpt = False) -> None:
     """List registered servers (env values masked)."""
     reg = registry.load()
     snap = catalogue.load_snapshot()
+    states = servers.trust_states(reg)
     rows = []
     for cfg in reg.servers.values():
-        data = cfg.to_dict(mask=True)
+        data = cfg.to_dict(mask=True) | states[cfg.name]
         counts = _tool_counts(reg, snap, cfg.name)
         data["tools"] = None if counts is None else {"enabled": counts[0], "total": counts[1]}
+        entry = snap.servers.get(cfg.name) if snap is not None else None
+        data["list_error"] = entry.error if entry is not None else None
         rows.append(data)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "servers": rows})
@@ -123,50 +167,87 @@ def list_(as_json: JsonOpt = False) -> None:
         render.say("no servers yet: `coffer add NAME -- COMMAND ARGS...`")
         return
     render.table(
-        ["server", "enabled", "launch", "tools", "env"],
+        ["server", "state", "launch", "tools", "env"],
         [
             (
                 r["name"],
-                "yes" if r["enabled"] else "no",
+                _state_text(r),
                 reg.servers[r["name"]].launch_line(),
                 "?" if r["tools"] is None else f"{r['tools']['enabled']}/{r['tools']['total']}",
                 " ".join(f"{k}={v}" for k, v in r["env"].items()),
             )
             for r in rows
         ],
-        title=f"{len(rows)} server(s) in {reg.path}",
+        title=f"{render.plural(len(rows), 'server')} in {reg.path}",
     )
 
 
+def _state_text(row: dict[str, Any]) -> str:
+    """What a person needs to know first: will it run, and what to do if not."""
+    state = str(row["state"])
+    if state == "needs approval":
+        return f"needs approval: `coffer diff {row['name']}`"
+    if state == "tools held":
+        return f"{len(row['held'])} held: `coffer diff {row['name']}`"
+    if state == "ok" and row.get("list_error"):
+        return "did not list"
+    return state
+
+
 @app.command()
-def show(name: Annotated[str, typer.Argument(help="Server to show.")], as_json: JsonOpt = False) -> None:
+def show(
+    name: Annotated[str, typer.Argument(help="Server to show.", autocompletion=complete_servers)],
+    as_json: JsonOpt = False,
+) -> None:
     """Show one server: launch config (env masked) and its tools."""
     reg = registry.load()
     cfg = reg.get(name)
     snap = catalogue.load_snapshot()
     disabled = set(cfg.disabled_tools)
+    state = servers.trust_states(reg)[name]
+    held = set(state["held"])  # type: ignore[arg-type]
     tools = [
-        {"name": t.name, "tool": t.tool, "enabled": t.tool not in disabled, "description": t.description}
+        {
+            "name": t.name,
+            "tool": t.tool,
+            "enabled": t.tool not in disabled,
+            "held": t.name in held or t.tool in held,
+            "description": t.description,
+        }
         for t in catalogue.server_tools(snap, name, cfg.exposed_prefix)
     ]
-    data = cfg.to_dict(mask=True) | {"tools": tools, "catalogued": snap is not None and name in snap.servers}
+    entry = snap.servers.get(name) if snap is not None else None
+    data = cfg.to_dict(mask=True) | state | {"tools": tools, "catalogued": entry is not None and not entry.error}
+    data["list_error"] = entry.error if entry is not None else None
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "server": data})
         return
+    hidden = ("tools", "name", "catalogued", "held", "list_error", "state")
     render.kv(
-        [(k, v) for k, v in data.items() if k not in ("tools", "name", "catalogued")] + [("launch", cfg.launch_line())],
+        [("state", _state_text(data))]
+        + [(k, v) for k, v in data.items() if k not in hidden]
+        + [("launch", cfg.launch_line())],
         title=name,
     )
+    if data["list_error"]:
+        render.say(f"never listed: {data['list_error']} (`coffer doctor {name}`)")
     if not data["catalogued"]:
         render.say("no tools catalogued yet: run `coffer refresh`")
         return
     render.table(
         ["tool", "enabled", "description"],
-        [(t["name"], "yes" if t["enabled"] else "no", render.first_line(t["description"], 70)) for t in tools],
+        [
+            (
+                t["name"],
+                "held" if t["held"] else ("yes" if t["enabled"] else "no"),
+                render.first_line(t["description"], 70),
+            )
+            for t in tools
+        ],
     )
 
 
-def _toggle(target: str, enabled: bool, force: bool) -> None:
+def _toggle(target: str, enabled: bool, force: bool, as_json: bool = False) -> None:
     server, tool = registry.split_target(target)
     reg = registry.load()
     reg.get(server)
@@ -184,22 +265,26 @@ def _toggle(target: str, enabled: bool, force: bool) -> None:
             raise NotFoundError(f"unknown tool '{tool}' on server '{server}' (see `coffer show {server}`)")
     changed = registry.set_enabled(server, tool, enabled)
     state = "enabled" if enabled else "disabled"
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "target": target, "enabled": enabled, "changed": changed})
+        return
     render.say(f"{target} {state}" if changed else f"{target} was already {state}")
 
 
 ForceOpt = Annotated[bool, typer.Option("--force", help="Accept a tool name not in the catalogue.")]
+TargetArg = Annotated[str, typer.Argument(help="SERVER or SERVER__TOOL.", autocompletion=complete_targets)]
 
 
 @app.command()
-def enable(target: Annotated[str, typer.Argument(help="SERVER or SERVER__TOOL.")], force: ForceOpt = False) -> None:
+def enable(target: TargetArg, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
     """Enable a server or one of its tools."""
-    _toggle(target, True, force)
+    _toggle(target, True, force, as_json)
 
 
 @app.command()
-def disable(target: Annotated[str, typer.Argument(help="SERVER or SERVER__TOOL.")], force: ForceOpt = False) -> None:
+def disable(target: TargetArg, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
     """Disable a server or one tool: it is no longer listed, searchable or callable."""
-    _toggle(target, False, force)
+    _toggle(target, False, force, as_json)
 
 
 @app.command("paths")

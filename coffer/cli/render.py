@@ -103,6 +103,11 @@ def progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
         yield advance
 
 
+def plural(n: int, word: str) -> str:
+    """`1 tool`, `2 tools`, `0 resources`."""
+    return f"{n} {word if n == 1 else word + 's'}"
+
+
 def first_line(text_value: str, width: int = 80) -> str:
     line = (text_value or "").strip().splitlines()[0] if (text_value or "").strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"

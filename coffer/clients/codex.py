@@ -110,3 +110,18 @@ class CodexToml:
         if self._doc(new, path).unwrap() != expected:
             raise common.ClientFileError(f"{path}: could not add '{name}' without disturbing the file")
         return new
+
+    def remove(self, text: str, path: Path, name: str, where: tuple[str, ...] | None = None) -> str:
+        """`text` without `[mcp_servers.NAME]` (and its sub-tables); comments and the rest kept."""
+        doc = self._doc(text, path)
+        before = doc.unwrap()
+        servers = self._servers(doc, path)
+        if servers is None or name not in servers:
+            return text
+        del servers[name]
+        new = tomlkit.dumps(doc)
+        expected = dict(before)
+        expected[KEY] = {k: v for k, v in before[KEY].items() if k != name}
+        if self._doc(new, path).unwrap() != expected:
+            raise common.ClientFileError(f"{path}: could not remove '{name}' without disturbing the file")
+        return new

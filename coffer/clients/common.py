@@ -49,6 +49,8 @@ class Format(Protocol):
 
     def add(self, text: str, path: Path, name: str, entry: dict[str, Any], replace: bool) -> str: ...
 
+    def remove(self, text: str, path: Path, name: str, where: tuple[str, ...] | None = None) -> str: ...
+
 
 # ---------------------------------------------------------------- names and entries
 

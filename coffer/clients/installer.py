@@ -77,9 +77,16 @@ class InstallPlan:
 
 
 def plan_install(
-    client_name: str, path: Path | None = None, name: str = DEFAULT_NAME, force: bool = False
+    client_name: str,
+    path: Path | None = None,
+    name: str = DEFAULT_NAME,
+    force: bool = False,
+    base_text: str | None = None,
 ) -> InstallPlan:
-    """Work out the new file text; raises ConflictError when `name` is taken by a different entry."""
+    """Work out the new file text; raises ConflictError when `name` is taken by a different entry.
+
+    `base_text`: compute on top of this text instead of the file's (`import --move` removes entries first).
+    """
     client = known.get(client_name)
     path = known.resolve_path(client, path)
     if not NAME_RE.match(name):
@@ -89,7 +96,7 @@ def plan_install(
         old = common.read_text(path)
     except NotFoundError:
         old = None
-    text = old or ""
+    text = (old or "") if base_text is None else base_text
     command, args = serve_launch()
     entry = client.fmt.launcher(command, args, serve_env())
     current = client.fmt.existing(text, path, name) if text.strip() else None

@@ -219,3 +219,41 @@ def replace_value(text: str, member: Member, value: Any, unit: str) -> str:
     indent = _line_indent(text, member.key_start)
     node = member.node
     return text[: node.start] + _render(value, indent, unit, nl) + text[node.end :]
+
+
+def remove_member(text: str, obj: Node, key: str) -> str:
+    """Return `text` without the member `key` of `obj` (its line too, when it had one to itself), keeping
+    every other byte; the comma it shared with a neighbour goes with it."""
+    index = next((i for i, m in enumerate(obj.members) if m.key == key), None)
+    if index is None:
+        return text
+    member = obj.members[index]
+    line_start = text.rfind("\n", 0, member.key_start) + 1
+    own_line = not text[line_start : member.key_start].strip()
+    start = line_start if own_line else member.key_start
+    end = member.node.end
+    after = end
+    while after < obj.end - 1 and text[after] in " \t":
+        after += 1
+    if index + 1 < len(obj.members):  # not the last: take the comma after it (and the rest of its line)
+        if text[after] == ",":
+            end = after + 1
+        if own_line:
+            nl = text.find("\n", end)
+            end = nl + 1 if nl != -1 and not text[end:nl].strip() else end
+        else:
+            while end < len(text) and text[end] in " \t":
+                end += 1
+        return text[:start] + text[end:]
+    if index > 0:  # the last of several: drop the comma after the previous member instead
+        prev_end = obj.members[index - 1].node.end
+        comma = text.find(",", prev_end, member.key_start)
+        if own_line:
+            start = text.rfind("\n", 0, member.key_start)  # keep the previous line's end
+            start = start if start >= prev_end else line_start
+        return text[:comma] + text[comma + 1 : start] + text[end:] if comma != -1 else text[:start] + text[end:]
+    # the only member: its own line goes, comments around it stay
+    if own_line:
+        nl = text.find("\n", end)
+        end = nl + 1 if nl != -1 and not text[end:nl].strip() else end
+    return text[:start] + text[end:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -12,7 +13,7 @@ from coffer.clients.codex import CodexToml
 from coffer.clients.common import Format
 from coffer.clients.mcpjson import McpServersJson
 from coffer.clients.vscode import VsCodeJson
-from coffer.errors import UsageError
+from coffer.errors import CofferError, UsageError
 
 
 def _app_config(*parts: str) -> Path:
@@ -29,6 +30,24 @@ def _codex() -> Path:
     return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
 
 
+SCOPES = ("user", "local", "project")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One place a client keeps servers: a file, and the key path of the object holding them."""
+
+    scope: str  # "user" (the user's file), "local" (a project's entry inside it), "project" (a project file)
+    path: Path
+    where: tuple[str, ...] | None = None  # None: the format's own top-level key
+    project: str | None = None  # for local scope: the project directory
+
+    def label(self) -> str:
+        if self.scope == "local":
+            return f"local scope of {self.project} in {self.path}"
+        return f"{self.scope} scope, {self.path}"
+
+
 @dataclass(frozen=True)
 class Client:
     name: str
@@ -36,9 +55,49 @@ class Client:
     fmt: Format
     default: Callable[[], Path]
     other_paths: str  # shown in help: the other files of the same format
+    project_file: str | None = None  # relative to the current directory, e.g. ".mcp.json"
+    local_scopes: bool = False  # Claude Code: projects["<dir>"].mcpServers inside the user file
 
     def default_path(self) -> Path:
         return self.default()
+
+    def sources(self, path: Path | None = None, scope: str | None = None, cwd: Path | None = None) -> list[Source]:
+        """Every place this client keeps servers, narrowed to `scope`; `path` replaces the user file.
+
+        With --path, the file given is read as the user file (and, for Claude Code, its projects'
+        local scopes); the current directory's project file is read only without --path.
+        """
+        if scope is not None and scope not in SCOPES:
+            raise UsageError(f"unknown scope '{scope}': expected one of {', '.join(SCOPES)}")
+        user = resolve_path(self, path)
+        found: list[Source] = []
+        if scope in (None, "user"):
+            found.append(Source("user", user))
+        if self.local_scopes and scope in (None, "local"):
+            found += [Source("local", user, ("projects", d, "mcpServers"), d) for d in _projects(self, user)]
+        if self.project_file and path is None and scope in (None, "project"):
+            project = (cwd or Path.cwd()) / self.project_file
+            if project.exists() or scope == "project":
+                found.append(Source("project", project))
+        return found
+
+
+def _projects(client: Client, path: Path) -> list[str]:
+    """The project directories of a Claude Code user file that have servers of their own."""
+    from coffer.clients.common import read_text
+
+    try:
+        text = read_text(path)
+    except CofferError:
+        return []
+    try:
+        data = json.loads(text) if text.strip() else {}
+    except ValueError:
+        return []  # reported when the user scope is read
+    projects = data.get("projects") if isinstance(data, dict) else None
+    if not isinstance(projects, dict):
+        return []
+    return [d for d, v in projects.items() if isinstance(v, dict) and isinstance(v.get("mcpServers"), dict)]
 
 
 CLIENTS: dict[str, Client] = {
@@ -50,6 +109,8 @@ CLIENTS: dict[str, Client] = {
             McpServersJson(typed=True),
             lambda: Path.home() / ".claude.json",
             "a project's .mcp.json",
+            project_file=".mcp.json",
+            local_scopes=True,
         ),
         Client(
             "claude-desktop",

@@ -6,6 +6,7 @@ stay byte-for-byte; the result is parsed back and compared before anything is wr
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,38 @@ class McpServersJson:
         if member is None:
             return []
         return [(m.key, m.node.value) for m in member.node.members]
+
+    def _at(self, text: str, path: Path, where: tuple[str, ...]) -> tuple[jsonc.Node, jsonc.Node | None]:
+        """(root, the object at the key path `where`, or None when a key on the way is missing)."""
+        root = self._root(text, path)
+        node: jsonc.Node | None = root
+        for key in where:
+            found = node.member(key) if node is not None and isinstance(node.value, dict) else None
+            node = found.node if found is not None else None
+        if node is not None and not isinstance(node.value, dict):
+            raise common.ClientFileError(f"{path}: '{'.'.join(where)}' must be an object")
+        return root, node
+
+    def entries_at(self, text: str, path: Path, where: tuple[str, ...]) -> list[tuple[str, Any]]:
+        """The server entries in the object at key path `where` (e.g. a Claude Code project's local scope)."""
+        node = self._at(text, path, where)[1]
+        return [] if node is None else [(m.key, m.node.value) for m in node.members]
+
+    def remove(self, text: str, path: Path, name: str, where: tuple[str, ...] | None = None) -> str:
+        """`text` without the entry `name` (at `where`, default the top-level container); the rest kept."""
+        where = where or (self.key,)
+        root, node = self._at(text, path, where)
+        if node is None or node.member(name) is None:
+            return text
+        new = jsonc.remove_member(text, node, name)
+        expected = json.loads(json.dumps(root.value))
+        target = expected
+        for key in where:
+            target = target[key]
+        del target[name]
+        if self._root(new, path).value != expected:  # never write what does not read back as intended
+            raise common.ClientFileError(f"{path}: could not remove '{name}' without disturbing the file")
+        return new
 
     def convert(self, name: str, raw: Any) -> common.Converted:
         return common.convert(raw)

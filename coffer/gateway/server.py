@@ -35,7 +35,7 @@ from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
-from coffer.gateway.upstream import Upstream, UpstreamUnavailable
+from coffer.gateway.upstream import State, Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.log.calls import CallLog, CallRecord
 from coffer.memory.store import index_resources
@@ -46,7 +46,9 @@ from coffer.vault import catalogue, registry
 
 log = logging.getLogger("coffer.gateway")
 
-DISCOVERY_BUDGET_S = 5.0  # how long a first tools/list may wait for servers the snapshot has never seen
+# How long a first tools/list may wait for servers the snapshot has never seen, from the gateway's start:
+# Codex gives a server 10 s from spawn, and process start and imports take about 1-1.5 s of that.
+DISCOVERY_BUDGET_S = 7.0
 INSTRUCTIONS = (
     "Coffer serves the tools of several MCP servers as <server>__<tool>. When you are not sure which "
     "tool fits, call coffer__search_tools with the action you want; coffer__ask searches the user's notes "
@@ -133,14 +135,22 @@ class Gateway:
 
     async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
         """Before answering tools/list, give never-catalogued servers (and `unfit` snapshot entries) a
-        short, bounded chance to list."""
+        bounded chance to list. Those that failed, or are still starting when the budget is spent, are
+        remembered in the snapshot, so the next start does not wait for them again."""
         deadline = self._started_at + self.discovery_budget
         for name, up in list(self.pool.upstreams.items()):
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
-                return
+                break
             if name not in self.view.lists or (name in unfit and name not in self.view.live):
                 await up.wait_settled(remaining)
+        for name, up in list(self.pool.upstreams.items()):
+            if name in self.view.lists or (up.state is State.STARTING and anyio.current_time() < deadline):
+                continue
+            reason = up.last_error if up.state is not State.STARTING else None
+            error = reason or f"did not list within {self.discovery_budget:g}s of `coffer serve` starting"
+            self.view.missing(name, error)
+            self.pool.spawn(anyio.to_thread.run_sync, lambda n=name, e=error: catalogue.save_failure(n, e))
 
     # ------------------------------------------------------------------ upstream listings
 

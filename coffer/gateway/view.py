@@ -38,6 +38,7 @@ class View:
         self.live: set[str] = set()  # servers listed live by this gateway (the rest come from the snapshot)
         self.told: dict[str, frozenset[str]] = {}  # snapshot entries: host capabilities they were listed under
         self.server_caps: dict[str, dict[str, Any]] = {}  # what each server declared (live, else snapshot)
+        self.errors: dict[str, str] = {}  # servers that never listed, and why (snapshot, or this start)
         self.version = 0
         self._reg_stamp: tuple[int, int, int] | None = None
         self._pins_stamp = -1
@@ -56,6 +57,8 @@ class View:
             self.lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
             self.told[name] = frozenset(entry.told)
             self.server_caps[name] = dict(entry.capabilities)
+            if entry.error:
+                self.errors[name] = entry.error
             if self.pins is not None:  # a snapshot written elsewhere (refresh) may hold a changed tool
                 self.pins.observe(name, build_tools(name, entry.tools, self.prefix(name)))
         self.version += 1
@@ -105,11 +108,17 @@ class View:
             self.pins.observe(server, build_tools(server, lists["tools"], self.prefix(server)))  # holds rug pulls
         first = server not in self.live
         self.live.add(server)
+        self.errors.pop(server, None)
         if caps:
             self.server_caps[server] = caps
         if changed:
             self.version += 1
         return changed, first  # type: ignore[return-value]
+
+    def missing(self, server: str, error: str) -> None:
+        """A server that has not listed within the first list's budget: list it as empty, with why."""
+        self.lists.setdefault(server, {kind: [] for kind in KINDS})
+        self.errors[server] = error
 
     def unfit(self, have: frozenset[str]) -> set[str]:
         """Snapshot entries listed for host capabilities a host with `have` lacks (not live yet)."""

@@ -11,6 +11,7 @@ that failed keeps its last good entry and index.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Iterable
@@ -152,6 +153,15 @@ def targets(names: list[str] | None = None) -> list[ServerConfig]:
     return [reg.get(n) for n in dict.fromkeys(names)] if names else reg.enabled_servers()
 
 
+PROBE_TIMEOUT_S = 15.0  # `coffer add` and `coffer import` wait this long at most for a new server to list
+
+
+def probe_configs(configs: list[ServerConfig]) -> list[ServerConfig]:
+    """The configs with their start timeout capped for a first probe, so one hanging server cannot hold
+    `add` or `import` for its full timeout (a call through `coffer serve` still gets all of it)."""
+    return [dataclasses.replace(c, timeout=min(c.timeout, PROBE_TIMEOUT_S)) for c in configs]
+
+
 def refresh(configs: list[ServerConfig], limit: int | None = None, on_done: Progress | None = None) -> list[Refreshed]:
     """Start these servers once; record each listing (snapshot, pins, resource index) as it arrives.
 
@@ -196,8 +206,9 @@ def probe_and_record(cfg: ServerConfig) -> dict[str, int]:
     with Pins.open() as pins:
         if pins.server_state(cfg) != "approved":
             raise UpstreamError(f"{cfg.name}: {NOT_APPROVED.format(cfg.name)}")
-        (probe,) = probe_servers([cfg], 1, read_resources=True)
+        (probe,) = probe_servers(probe_configs([cfg]), 1, read_resources=True)
         if not probe.ok or probe.listing is None:
+            catalogue.save_failure(cfg.name, str(probe.error))  # `coffer serve` need not wait for it
             raise UpstreamError(f"{cfg.name}: {probe.error}")
         record_listing(pins, cfg.name, probe.listing, probe.resources, cfg.exposed_prefix, probe.capabilities)
     return {kind: len(items) for kind, items in probe.listing.items()}
@@ -220,6 +231,7 @@ def _refresh(pins: Pins, configs: list[ServerConfig], limit: int | None, on_done
             item.held, item.resources_indexed = sorted(held), indexed
         else:
             item = Refreshed(probe.name, "failed", error=probe.error, stderr_tail=probe.stderr_tail)
+            catalogue.save_failure(probe.name, str(probe.error))
         results[probe.name] = item
         if on_done is not None:
             on_done(probe.name, probe.ok, summary(probe))

@@ -36,3 +36,20 @@ def remove_server(name: str, path: Path | None = None) -> None:
         del servers[name]
     catalogue.drop_server(name)
     memory.index_resources(name, [])
+
+
+def trust_states(reg: registry.Registry) -> dict[str, dict[str, object]]:
+    """Per server: its launch approval (approved, new or changed) and the tools held for review, for
+    `coffer list` and `coffer show`, so a server that will not start does not look like one that will."""
+    out: dict[str, dict[str, object]] = {}
+    with Pins.open(new_tools="allow") as pins:  # read only: the setting matters when observing
+        held: dict[str, list[str]] = {}
+        for pin in pins.held():
+            held.setdefault(pin.server, []).append(pin.exposed or pin.tool)
+        for name, cfg in reg.servers.items():
+            approval = pins.server_state(cfg)
+            state = "disabled" if not cfg.enabled else ("needs approval" if approval != "approved" else "ok")
+            if state == "ok" and held.get(name):
+                state = "tools held"
+            out[name] = {"state": state, "approval": approval, "held": sorted(held.get(name, []))}
+    return out

@@ -69,6 +69,7 @@ class ServerEntry(Listing):
     updated_at: float = 0.0
     told: list[str] = field(default_factory=list)
     capabilities: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None  # set when the server has never listed: why its last start failed
 
 
 @dataclass
@@ -159,6 +160,7 @@ def load_snapshot(path: Path | None = None) -> Snapshot | None:
             updated_at=float(entry.get("updated_at", 0.0)),
             told=[str(c) for c in told] if isinstance(told, list) else [],
             capabilities=caps if isinstance(caps, dict) else {},
+            error=str(entry["error"]) if entry.get("error") else None,
             **{kind: list(entry.get(kind) or []) for kind in KINDS},
         )
     return snap
@@ -184,7 +186,25 @@ def save_server(
         if meta is not None:
             entry.told = sorted(meta.get("told") or [])
             entry.capabilities = dict(meta.get("capabilities") or {})
+        entry.error = None
         entry.updated_at = time.time()
+        _write(snap)
+
+
+def save_failure(server: str, error: str, path: Path | None = None) -> None:
+    """Remember that a server which has never listed failed to, so the next `coffer serve` answers its
+    first tools/list without waiting for it (and `coffer doctor` can say so). A server with a listing
+    keeps it: its tools were real, and it may come back."""
+    path = path or paths.snapshot_path()
+    with locked(path):
+        try:
+            snap = load_snapshot(path) or Snapshot(path=path)
+        except RegistryError:
+            snap = Snapshot(path=path)
+        entry = snap.servers.get(server)
+        if entry is not None and entry.error is None:
+            return
+        snap.servers[server] = ServerEntry(error=error[:500], updated_at=time.time())
         _write(snap)
 
 
@@ -204,6 +224,7 @@ def _write(snap: Snapshot) -> None:
             "updated_at": entry.updated_at,
             "told": entry.told,
             "capabilities": entry.capabilities,
+            **({"error": entry.error} if entry.error else {}),
             "names": {t.name: t.tool for t in build_tools(name, entry.tools)},
             **{kind: getattr(entry, kind) for kind in KINDS},
         }

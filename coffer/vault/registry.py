@@ -61,13 +61,13 @@ class ServerConfig:
     def transport(self) -> str:
         return "http" if self.url else "stdio"
 
-    def launch_line(self) -> str:
-        """The command a user would recognise; never includes env values."""
+    def launch_line(self, masked: bool = True) -> str:
+        """The command a user would recognise; never env values, and secret-looking arguments masked."""
         if self.url:
-            return self.url
+            return mask_url(self.url) if masked else self.url
         import shlex
 
-        return shlex.join([self.command or "", *self.args])
+        return shlex.join([self.command or "", *(mask_args(self.args) if masked else self.args)])
 
     def to_dict(self, mask: bool = True) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -80,11 +80,11 @@ class ServerConfig:
         if self.prefix is not None:
             out["prefix"] = self.prefix
         if self.url:
-            out["url"] = self.url
+            out["url"] = mask_url(self.url) if mask else self.url
             out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
         else:
             out["command"] = self.command
-            out["args"] = list(self.args)
+            out["args"] = mask_args(self.args) if mask else list(self.args)
             out["cwd"] = self.cwd
         out["env"] = {k: mask_value(v) if mask else v for k, v in self.env.items()}
         return out
@@ -104,6 +104,56 @@ class Registry:
 
     def enabled_servers(self) -> list[ServerConfig]:
         return [s for s in self.servers.values() if s.enabled]
+
+
+SECRET_FLAG = re.compile(r"(token|key|secret|passw|pwd|auth|credential|bearer)", re.I)
+SECRET_SHAPE = re.compile(
+    r"^(gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|glpat-[\w-]{20,}|sk-[\w-]{20,}|xox[abpr]-[\w-]{10,}"
+    r"|AKIA[0-9A-Z]{16}|eyJ[\w-]{10,}\.[\w-]{10,}\.[\w-]{10,}|[A-Za-z0-9_\-]{32,})$"
+)
+
+
+def mask_args(args: list[str]) -> list[str]:
+    """Arguments with secret-looking values masked: the value of a flag named like a secret
+    (`--api-key X`, `--access-token=X`, `-H "Authorization: Bearer X"`), and known token shapes.
+    `${VAR}` references are names, not secrets, and stay."""
+    out: list[str] = []
+    secret_next = False
+    for arg in args:
+        if secret_next and not arg.startswith("-"):
+            out.append(mask_value(arg))
+            secret_next = False
+            continue
+        secret_next = False
+        flag, eq, value = arg.partition("=")
+        if arg.startswith("-") and SECRET_FLAG.search(flag):
+            if eq:
+                out.append(f"{flag}={mask_value(value)}")
+            else:
+                out.append(arg)
+                secret_next = True
+            continue
+        head, colon, rest = arg.partition(":")
+        if colon and SECRET_FLAG.search(head) and rest.strip():  # a header given as an argument
+            out.append(f"{head}: {mask_value(rest.strip())}")
+            continue
+        out.append(mask_value(arg) if SECRET_SHAPE.match(arg) and not REF_RE.search(arg) else arg)
+    return out
+
+
+def mask_url(url: str) -> str:
+    """A URL with secret-looking query values and userinfo masked."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "****@" + netloc.rsplit("@", 1)[1]
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode([(k, mask_value(v) if SECRET_FLAG.search(k) else v) for k, v in pairs], safe="*${}")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def mask_value(value: str) -> str:

@@ -15,7 +15,7 @@ from tests.fixtures.gateway_harness import FIXTURE
 
 def test_add_probes_and_catalogues_the_tools(cli: CliRunner, coffer_home: Path) -> None:
     result = run_cli(cli, "add", "alpha", "--", sys.executable, str(FIXTURE), "--name", "alpha")
-    assert "'alpha' serves 10 tools, 1 prompts, 1 resources" in result.stderr  # type: ignore[attr-defined]
+    assert "'alpha' serves 10 tools, 1 prompt, 1 resource" in result.stderr  # type: ignore[attr-defined]
     snap = catalogue.load_snapshot()
     assert snap is not None and "echo" in [t["name"] for t in snap.servers["alpha"].tools]
     listed = run_cli(cli, "list", "--json").stdout  # type: ignore[attr-defined]
@@ -34,13 +34,31 @@ def test_add_no_probe_starts_nothing(cli: CliRunner, coffer_home: Path) -> None:
     assert "alpha" in registry.load().servers
 
 
-def test_a_failed_probe_keeps_the_registration_and_warns(cli: CliRunner, coffer_home: Path) -> None:
+def test_a_failed_probe_keeps_the_registration_and_fails(cli: CliRunner, coffer_home: Path) -> None:
     args = ["add", "dead", "--timeout", "5", "--", sys.executable, str(FIXTURE), "--mode", "crash_start"]
-    result = run_cli(cli, *args)
-    warning = [line for line in result.stderr.splitlines() if line.startswith("coffer: warning:")]  # type: ignore[attr-defined]
-    assert len(warning) == 1
-    assert "exited with code 3" in warning[0] and "fatal: the fixture refuses to start" in warning[0]
+    result = run_cli(cli, *args, code=6)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("coffer: error:")]  # type: ignore[attr-defined]
+    assert len(errors) == 1
+    assert "exited with code 3" in errors[0] and "fatal: the fixture refuses to start" in errors[0]
+    assert "is registered" in errors[0] and "`coffer remove dead`" in errors[0]
     assert "dead" in registry.load().servers
+    snap = catalogue.load_snapshot()  # remembered: `coffer serve` will not wait for it
+    assert snap is not None and "exited with code 3" in str(snap.servers["dead"].error)
+    listed = json.loads(run_cli(cli, "list", "--json").stdout)["servers"][0]  # type: ignore[attr-defined]
+    assert listed["state"] == "ok" and "exited with code 3" in listed["list_error"]
+    shown = json.loads(run_cli(cli, "show", "dead", "--json").stdout)["server"]  # type: ignore[attr-defined]
+    assert shown["catalogued"] is False and shown["tools"] == []
+
+
+def test_add_json_is_one_document_and_fails_with_the_probe(cli: CliRunner, coffer_home: Path) -> None:
+    args = ["add", "dead", "--json", "--timeout", "5", "--", sys.executable, str(FIXTURE), "--mode", "crash_start"]
+    result = run_cli(cli, *args, code=6)
+    doc = json.loads(result.stdout)  # type: ignore[attr-defined]
+    assert doc["version"] == 1 and doc["server"]["name"] == "dead" and doc["probe"]["ok"] is False
+    ok = json.loads(run_cli(cli, "add", "alpha", "--json", "--", sys.executable, str(FIXTURE)).stdout)  # type: ignore[attr-defined]
+    assert ok["probe"] == {"ok": True, "counts": {"tools": 10, "prompts": 1, "resources": 1, "resource_templates": 1}}
+    assert json.loads(run_cli(cli, "disable", "alpha__echo", "--json").stdout)["changed"] is True  # type: ignore[attr-defined]
+    assert json.loads(run_cli(cli, "remove", "dead", "--json").stdout) == {"version": 1, "removed": "dead"}  # type: ignore[attr-defined]
 
 
 def test_serve_rejects_a_bad_port(cli: CliRunner) -> None:

@@ -27,7 +27,18 @@ def toml(home: Path) -> str:
 
 def test_add_list_show_roundtrip(cli: CliRunner, coffer_home: Path) -> None:
     run_cli(
-        cli, "add", "time", "--env", "TZ=${TZ}", "--env", "TOKEN=s3cr3t-value", "--", "uvx", "mcp-server-time", "-v"
+        cli,
+        "add",
+        "time",
+        "--no-probe",
+        "--env",
+        "TZ=${TZ}",
+        "--env",
+        "TOKEN=s3cr3t-value",
+        "--",
+        "uvx",
+        "mcp-server-time",
+        "-v",
     )
     text = toml(coffer_home)
     assert 'command = "uvx"' in text
@@ -51,7 +62,7 @@ def test_add_list_show_roundtrip(cli: CliRunner, coffer_home: Path) -> None:
 def test_registry_file_is_private(cli: CliRunner, coffer_home: Path) -> None:
     old = os.umask(0)
     try:
-        run_cli(cli, "add", "a", "--env", "K=v", "--", "echo")
+        run_cli(cli, "add", "a", "--no-probe", "--env", "K=v", "--", "echo")
     finally:
         os.umask(old)
     mode = stat.S_IMODE((coffer_home / "coffer.toml").stat().st_mode)
@@ -60,7 +71,7 @@ def test_registry_file_is_private(cli: CliRunner, coffer_home: Path) -> None:
 
 
 def test_url_server(cli: CliRunner, coffer_home: Path) -> None:
-    run_cli(cli, "add", "remote", "--url", "http://127.0.0.1:9/mcp", "-H", "Authorization=Bearer ${TOK}")
+    run_cli(cli, "add", "remote", "--no-probe", "--url", "http://127.0.0.1:9/mcp", "-H", "Authorization=Bearer ${TOK}")
     shown = json.loads(run_cli(cli, "show", "remote", "--json").stdout)["server"]
     assert shown["transport"] == "http"
     assert shown["headers"] == {"Authorization": "****"}  # not a pure reference: masked
@@ -70,15 +81,15 @@ def test_url_server(cli: CliRunner, coffer_home: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["add", "Bad_Name", "--", "echo"], 2, "invalid server name"),
+        (["add", "Bad_Name", "--no-probe", "--", "echo"], 2, "invalid server name"),
         (["add", "x" * 21, "--", "echo"], 2, "invalid server name"),
-        (["add", "coffer", "--", "echo"], 2, "reserved"),
+        (["add", "coffer", "--no-probe", "--", "echo"], 2, "reserved"),
         (["add", "ok"], 2, "needs a command"),
         (["add", "ok", "--url", "ftp://x"], 2, "invalid url"),
-        (["add", "ok", "--url", "http://x", "--", "echo"], 2, "not both"),
-        (["add", "ok", "--env", "NOEQUALS", "--", "echo"], 2, "expected KEY=VALUE"),
-        (["add", "ok", "--env", "1BAD=x", "--", "echo"], 2, "invalid environment variable name"),
-        (["add", "ok", "--timeout", "0", "--", "echo"], 2, "--timeout"),
+        (["add", "ok", "--no-probe", "--url", "http://x", "--", "echo"], 2, "not both"),
+        (["add", "ok", "--no-probe", "--env", "NOEQUALS", "--", "echo"], 2, "expected KEY=VALUE"),
+        (["add", "ok", "--no-probe", "--env", "1BAD=x", "--", "echo"], 2, "invalid environment variable name"),
+        (["add", "ok", "--no-probe", "--timeout", "0", "--", "echo"], 2, "--timeout"),
         (["remove", "ghost"], 3, "unknown server 'ghost'"),
         (["show", "ghost"], 3, "unknown server 'ghost'"),
         (["enable", "ghost"], 3, "unknown server 'ghost'"),
@@ -97,9 +108,9 @@ def test_bad_input_is_one_line_error(
 
 
 def test_duplicate_name_refused_and_file_untouched(cli: CliRunner, coffer_home: Path) -> None:
-    run_cli(cli, "add", "a", "--", "echo", "one")
+    run_cli(cli, "add", "a", "--no-probe", "--", "echo", "one")
     before = toml(coffer_home)
-    result = run_cli(cli, "add", "a", "--", "echo", "two", code=4)
+    result = run_cli(cli, "add", "a", "--no-probe", "--", "echo", "two", code=4)
     assert "already exists" in result.stderr
     assert toml(coffer_home) == before
 
@@ -118,7 +129,7 @@ def test_comments_and_order_survive_edits(cli: CliRunner, coffer_home: Path) -> 
         'command = "echo"\n'
     )
     (coffer_home / "coffer.toml").write_text(original)
-    run_cli(cli, "add", "beta", "--", "echo", "b")
+    run_cli(cli, "add", "beta", "--no-probe", "--", "echo", "b")
     run_cli(cli, "disable", "zeta")
     run_cli(cli, "remove", "alpha")
     text = toml(coffer_home)
@@ -132,12 +143,12 @@ def test_comments_and_order_survive_edits(cli: CliRunner, coffer_home: Path) -> 
 
 
 def test_corrupted_toml_is_reported_and_never_overwritten(cli: CliRunner, coffer_home: Path) -> None:
-    run_cli(cli, "add", "a", "--", "echo")
+    run_cli(cli, "add", "a", "--no-probe", "--", "echo")
     path = coffer_home / "coffer.toml"
     broken = toml(coffer_home) + "\n[servers.b\ncommand = 1\n"
     path.write_text(broken)
     bad_line = broken.splitlines().index("[servers.b") + 1
-    for args in (["list"], ["add", "c", "--", "echo"], ["disable", "a"], ["remove", "a"], ["show", "a"]):
+    for args in (["list"], ["add", "c", "--no-probe", "--", "echo"], ["disable", "a"], ["remove", "a"], ["show", "a"]):
         result = run_cli(cli, *args, code=5)
         line = result.stderr.strip()
         assert line.count("\n") == 0 and f"{path}:{bad_line}:" in line and "invalid TOML" in line, line
@@ -153,7 +164,7 @@ def test_invalid_server_table_names_file_and_line(cli: CliRunner, coffer_home: P
 
 
 def test_enable_disable_tools_against_catalogue(cli: CliRunner, coffer_home: Path) -> None:
-    run_cli(cli, "add", "gh", "--", "echo")
+    run_cli(cli, "add", "gh", "--no-probe", "--", "echo")
     result = run_cli(cli, "disable", "gh__delete_repository", code=3)
     assert "run `coffer refresh`" in result.stderr
     catalogue.save_server(
@@ -215,7 +226,7 @@ def test_concurrent_add_processes_both_land(coffer_home: Path) -> None:
     env = subprocess_env(coffer_home)
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "coffer", "add", f"srv{i}", "--", "echo", str(i)],
+            [sys.executable, "-m", "coffer", "add", f"srv{i}", "--no-probe", "--", "echo", str(i)],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -204,7 +204,7 @@ def test_import_each_client(cli: CliRunner, home: Path, client: str) -> None:
     rel, text, expected = CASES[client]
     source = put(home, rel, text)
     before = fingerprint(source)
-    out = json.loads(run_cli(cli, "import", client, "--json").stdout)
+    out = json.loads(run_cli(cli, "import", client, "--no-probe", "--json").stdout)
     assert out["path"] == str(source) and out["dry_run"] is False
     added = {s["name"] for s in out["servers"] if s["action"] == "added"}
     assert added == set(expected)
@@ -229,14 +229,16 @@ def test_import_each_client(cli: CliRunner, home: Path, client: str) -> None:
 
 def test_import_notes_renames_and_skips(cli: CliRunner, home: Path) -> None:
     put(home, ".claude.json", CLAUDE_CODE)
-    out = json.loads(run_cli(cli, "import", "claude-code", "--json").stdout)
+    out = json.loads(run_cli(cli, "import", "claude-code", "--no-probe", "--json").stdout)
     by_source = {s["source_name"]: s for s in out["servers"]}
     assert by_source["legacy"]["action"] == "skip" and "SSE" in by_source["legacy"]["reason"]
     assert by_source["gateway"]["action"] == "skip" and "coffer serve" in by_source["gateway"]["reason"]
 
     put(home, ".claude-desktop.json", CLAUDE_DESKTOP)
     out = json.loads(
-        run_cli(cli, "import", "claude-desktop", "--path", str(home / ".claude-desktop.json"), "--json").stdout
+        run_cli(
+            cli, "import", "claude-desktop", "--no-probe", "--path", str(home / ".claude-desktop.json"), "--json"
+        ).stdout
     )
     brave = next(s for s in out["servers"] if s["source_name"] == "brave_search")
     assert brave["name"] == "brave-search" and "renamed from 'brave_search'" in brave["notes"]
@@ -244,7 +246,7 @@ def test_import_notes_renames_and_skips(cli: CliRunner, home: Path) -> None:
 
 def test_import_vscode_inputs_disabled_and_env_translated(cli: CliRunner, home: Path) -> None:
     put(home, ".config/Code/User/mcp.json", VSCODE)
-    out = json.loads(run_cli(cli, "import", "vscode", "--json").stdout)
+    out = json.loads(run_cli(cli, "import", "vscode", "--no-probe", "--json").stdout)
     by_name = {s["name"]: s for s in out["servers"]}
     assert by_name["perplexity"]["server"]["enabled"] is False
     assert any("${input:perplexity-key}" in n for n in by_name["perplexity"]["notes"])
@@ -255,7 +257,7 @@ def test_import_vscode_inputs_disabled_and_env_translated(cli: CliRunner, home: 
 
 def test_import_codex_maps_env_vars_and_disabled_tools(cli: CliRunner, home: Path, coffer_home: Path) -> None:
     put(home, ".codex/config.toml", CODEX)
-    run_cli(cli, "import", "codex")
+    run_cli(cli, "import", "codex", "--no-probe")
     registry = tomlkit.parse((coffer_home / "coffer.toml").read_text()).unwrap()["servers"]
     assert registry["search-web"]["env"] == {"SEARCH_TOKEN": "${SEARCH_TOKEN}"}
     assert registry["search-web"]["disabled_tools"] == ["dangerous"]
@@ -275,37 +277,39 @@ def test_import_normalises_names_deterministically(cli: CliRunner, home: Path) -
         }
     )
     source = put(home, ".cursor/mcp.json", text)
-    first = json.loads(run_cli(cli, "import", "cursor", "--dry-run", "--json").stdout)["servers"]
-    again = json.loads(run_cli(cli, "import", "cursor", "--path", str(source), "--dry-run", "--json").stdout)["servers"]
+    first = json.loads(run_cli(cli, "import", "cursor", "--no-probe", "--dry-run", "--json").stdout)["servers"]
+    again = json.loads(
+        run_cli(cli, "import", "cursor", "--no-probe", "--path", str(source), "--dry-run", "--json").stdout
+    )["servers"]
     names = [s["name"] for s in first]
     assert names == [s["name"] for s in again]
     assert names[0] == "my-server"
     assert names[1] != "my-server" and names[1].startswith("my-server-")  # clash within the file: hashed form
     assert len(names[2]) <= 20 and names[2].startswith("a-very-long")
     assert names[3].startswith("server-")
-    run_cli(cli, "import", "cursor")
+    run_cli(cli, "import", "cursor", "--no-probe")
     assert set(listed(cli)) == set(names)
 
 
 def test_duplicates_skipped_with_a_note(cli: CliRunner, home: Path) -> None:
     put(home, ".cursor/mcp.json", CURSOR)
-    run_cli(cli, "add", "postgres", "--", "my-own-postgres")
-    result = run_cli(cli, "import", "cursor")
+    run_cli(cli, "add", "postgres", "--no-probe", "--", "my-own-postgres")
+    result = run_cli(cli, "import", "cursor", "--no-probe")
     assert "already in the vault" in result.stdout
-    assert "imported 1 server(s), skipped 1" in result.stderr
+    assert "imported 1 server, skipped 1" in result.stderr
     assert listed(cli)["postgres"]["command"] == "my-own-postgres"  # the vault's own entry is kept
-    again = json.loads(run_cli(cli, "import", "cursor", "--json").stdout)["servers"]
+    again = json.loads(run_cli(cli, "import", "cursor", "--no-probe", "--json").stdout)["servers"]
     assert all(s["action"] == "skip" and "already in the vault" in s["reason"] for s in again)
 
 
 def test_import_dry_run_writes_nothing(cli: CliRunner, home: Path, coffer_home: Path) -> None:
     put(home, ".cursor/mcp.json", CURSOR)
-    result = run_cli(cli, "import", "cursor", "--dry-run")
+    result = run_cli(cli, "import", "cursor", "--no-probe", "--dry-run")
     assert "would add" in result.stdout and "nothing written" in result.stderr
     assert not (coffer_home / "coffer.toml").exists()
-    run_cli(cli, "add", "keep", "--", "echo")
+    run_cli(cli, "add", "keep", "--no-probe", "--", "echo")
     before = fingerprint(coffer_home / "coffer.toml")
-    run_cli(cli, "import", "cursor", "--dry-run")
+    run_cli(cli, "import", "cursor", "--no-probe", "--dry-run")
     assert fingerprint(coffer_home / "coffer.toml") == before
 
 
@@ -333,7 +337,7 @@ def test_import_bad_files_one_line_error(
 ) -> None:
     if text is not None:
         put(home, rel, text)
-    result = run_cli(cli, "import", client, code=code)
+    result = run_cli(cli, "import", client, "--no-probe", code=code)
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("coffer: error: ") and message in lines[0], result.stderr
     if code == 5:
@@ -438,7 +442,7 @@ def test_install_existing_different_entry(cli: CliRunner, home: Path) -> None:
 
 def test_install_hint_names_servers_already_in_vault(cli: CliRunner, home: Path) -> None:
     put(home, ".cursor/mcp.json", CURSOR)
-    run_cli(cli, "import", "cursor")
+    run_cli(cli, "import", "cursor", "--no-probe")
     result = run_cli(cli, "install", "cursor")
     assert "Linear, postgres are also in your vault" in err(result)
 

@@ -165,7 +165,7 @@ def test_new_tools_follow_the_setting(coffer_home: Path) -> None:
 
 
 def test_add_approves_hand_edits_do_not(cli: CliRunner, coffer_home: Path) -> None:
-    run_cli(cli, "add", "gh", "--env", "T=${secret:GH}", "--", "npx", "-y", "server-github")
+    run_cli(cli, "add", "gh", "--no-probe", "--env", "T=${secret:GH}", "--", "npx", "-y", "server-github")
     with Pins.open() as pins:
         assert pins.check_server(registry.load().get("gh"))
     run_cli(cli, "disable", "gh")  # curation is not a launch change
@@ -198,7 +198,7 @@ def test_add_approves_hand_edits_do_not(cli: CliRunner, coffer_home: Path) -> No
 
 
 def test_approve_and_diff_held_tools(cli: CliRunner, coffer_home: Path) -> None:
-    run_cli(cli, "add", "gh", "--", "echo")
+    run_cli(cli, "add", "gh", "--no-probe", "--", "echo")
     with Pins.open() as pins:
         pins.observe("gh", tools("gh", SEARCH, FETCH))
         pins.observe(
@@ -221,11 +221,11 @@ def test_approve_and_diff_held_tools(cli: CliRunner, coffer_home: Path) -> None:
 
 
 def test_re_adding_a_server_forgets_its_old_pins(cli: CliRunner, coffer_home: Path) -> None:
-    run_cli(cli, "add", "gh", "--", "echo")
+    run_cli(cli, "add", "gh", "--no-probe", "--", "echo")
     with Pins.open() as pins:
         pins.observe("gh", tools("gh", SEARCH))
     run_cli(cli, "remove", "gh")
-    run_cli(cli, "add", "gh", "--", "echo", "other")
+    run_cli(cli, "add", "gh", "--no-probe", "--", "echo", "other")
     with Pins.open() as pins:
         assert pins.observe("gh", tools("gh", changed(SEARCH, ("description",), "different server"))) == set()
 
@@ -255,7 +255,7 @@ def test_concurrent_observers_record_one_hold(coffer_home: Path) -> None:
 
 def test_a_running_gateway_sees_approvals_made_elsewhere(cli: CliRunner, coffer_home: Path) -> None:
     """`coffer serve` keeps one connection; `coffer approve` in another process must reach it."""
-    run_cli(cli, "add", "gh", "--", "echo")
+    run_cli(cli, "add", "gh", "--no-probe", "--", "echo")
     with Pins.open() as serve:
         serve.observe("gh", tools("gh", SEARCH))
         serve.observe("gh", tools("gh", changed(SEARCH, ("description",), "evil")))

@@ -254,7 +254,7 @@ def test_everything_written_is_private_under_umask_000(
     monkeypatch.setenv("COFFER_HOME", str(home))
     old = os.umask(0)
     try:
-        run_cli(cli, "add", "a", "--env", "K=${secret:S}", "--", "echo", "hi")
+        run_cli(cli, "add", "a", "--no-probe", "--env", "K=${secret:S}", "--", "echo", "hi")
         run_cli(cli, "secret", "set", "S", input="private-value")
         catalogue.save_server("a", tools=[{"name": "t", "description": "d", "inputSchema": {"type": "object"}}])
         from coffer.trust.pinning import Pins
