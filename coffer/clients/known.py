@@ -12,6 +12,7 @@ from pathlib import Path
 from coffer.clients.codex import CodexToml
 from coffer.clients.common import Format
 from coffer.clients.mcpjson import McpServersJson
+from coffer.clients.variants import AliasedJson, OpenCodeJson, ZedJson
 from coffer.clients.vscode import VsCodeJson
 from coffer.errors import CofferError, UsageError
 
@@ -24,6 +25,20 @@ def _app_config(*parts: str) -> Path:
     if sys.platform == "win32":
         return Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming").joinpath(*parts)
     return Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config").joinpath(*parts)
+
+
+CLINE_FILE = "cline_mcp_settings.json"
+
+
+def _xdg_config(*parts: str) -> Path:
+    """`~/.config/...` (or $XDG_CONFIG_HOME) on every platform: where CLI tools such as opencode keep config."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").joinpath(*parts)
+
+
+def _zed() -> Path:
+    if sys.platform == "win32":
+        return _app_config("Zed", "settings.json")
+    return _xdg_config("zed", "settings.json")  # macOS too: Zed keeps ~/.config/zed
 
 
 def _codex() -> Path:
@@ -122,6 +137,53 @@ CLIENTS: dict[str, Client] = {
         Client("cursor", "Cursor", McpServersJson(), lambda: Path.home() / ".cursor" / "mcp.json", ".cursor/mcp.json"),
         Client("vscode", "VS Code", VsCodeJson(), lambda: _app_config("Code", "User", "mcp.json"), ".vscode/mcp.json"),
         Client("codex", "Codex", CodexToml(), _codex, ""),
+        Client(
+            "gemini",
+            "Gemini CLI",
+            AliasedJson(url_keys=("httpUrl",), plain_url_is_sse=True, dollar_refs=True),
+            lambda: Path.home() / ".gemini" / "settings.json",
+            "a project's .gemini/settings.json",
+            project_file=".gemini/settings.json",
+        ),
+        Client(
+            "windsurf",
+            "Windsurf",
+            AliasedJson(url_keys=("serverUrl",)),
+            lambda: Path.home() / ".codeium" / "windsurf" / "mcp_config.json",
+            "",
+        ),
+        Client(
+            "cline",
+            "Cline",
+            AliasedJson(),
+            lambda: _app_config("Code", "User", "globalStorage", "saoudrizwan.claude-dev", "settings", CLINE_FILE),
+            "",
+        ),
+        Client(
+            "amazon-q",
+            "Amazon Q Developer",
+            AliasedJson(),
+            lambda: Path.home() / ".aws" / "amazonq" / "mcp.json",
+            "a workspace's .amazonq/mcp.json",
+            project_file=".amazonq/mcp.json",
+        ),
+        Client(
+            "kiro",
+            "Kiro",
+            AliasedJson(),
+            lambda: Path.home() / ".kiro" / "settings" / "mcp.json",
+            "a workspace's .kiro/settings/mcp.json",
+            project_file=".kiro/settings/mcp.json",
+        ),
+        Client("zed", "Zed", ZedJson(), _zed, "a project's .zed/settings.json", project_file=".zed/settings.json"),
+        Client(
+            "opencode",
+            "opencode",
+            OpenCodeJson(),
+            lambda: _xdg_config("opencode", "opencode.json"),
+            "a project's opencode.json",
+            project_file="opencode.json",
+        ),
     )
 }
 

@@ -253,6 +253,7 @@ class ServerDiagnosis:
     advertised: int = 0
     tokens: int = 0
     tokens_from: str | None = None  # "live", "snapshot" or None when nothing is known
+    missing_from_first_list: bool = False  # never listed (no snapshot entry, or only a failure): not in the first list
     name_problems: list[str] = field(default_factory=list)
     error: str | None = None
     error_class: str | None = None
@@ -360,10 +361,18 @@ def _diagnose(
             diag.error, diag.error_class, diag.stderr_tail = probe.error, probe.error_class, probe.stderr_tail
             if probe.garbage_lines:
                 diag.notes.append(f"{probe.garbage_lines} non-JSON line(s) on stdout (ignored)")
+        entry = snapshot.servers.get(cfg.name) if snapshot is not None else None
+        if cfg.enabled and (entry is None or entry.error):
+            why = f": {entry.error}" if entry is not None and entry.error else ""
+            diag.missing_from_first_list = True
+            diag.notes.append(
+                f"not in the catalogue, so missing from the first tools/list of `coffer serve`{why} "
+                f"(`coffer refresh {cfg.name}` once it starts)"
+            )
         tools = probe.listing["tools"] if probe is not None and probe.listing else None
         diag.tokens_from = "live" if tools is not None else None
-        if tools is None and snapshot is not None and cfg.name in snapshot.servers:
-            tools, diag.tokens_from = snapshot.servers[cfg.name].tools, "snapshot"
+        if tools is None and entry is not None and not entry.error:
+            tools, diag.tokens_from = entry.tools, "snapshot"
         if tools is not None:
             diag.name_problems = name_problems(cfg.name, tools, cfg.exposed_prefix)
             if diag.status == "ok" and not tools:

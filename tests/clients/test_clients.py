@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from coffer.clients import installer, jsonc
 from coffer.errors import ConflictError
+from tests.clients.conftest import put
 from tests.conftest import run_cli, subprocess_env
 
 CLAUDE_DESKTOP = """{
@@ -145,26 +146,6 @@ CASES = {
         },
     ),
 }
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, coffer_home: Path) -> Path:
-    """A fake HOME so each client's default path lands in the temporary directory."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    for var in ("XDG_CONFIG_HOME", "CODEX_HOME", "APPDATA"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(sys, "platform", "linux")
-    return home
-
-
-def put(home: Path, rel: str, text: str, mode: int = 0o644) -> Path:
-    path = home / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(text.encode())
-    path.chmod(mode)
-    return path
 
 
 def fingerprint(path: Path) -> tuple[bytes, int]:

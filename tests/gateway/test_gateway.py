@@ -238,3 +238,29 @@ def catalogue_told(home: Path, server: str) -> list[str] | None:
     snap = catalogue.load_snapshot()
     entry = None if snap is None else snap.servers.get(server)
     return None if entry is None else entry.told
+
+
+async def test_a_server_that_never_lists_is_remembered_and_reported(coffer_home: Path) -> None:
+    """It fails its first start under `coffer serve`: the snapshot remembers why, so the next start's first
+    tools/list does not wait for it again, and `coffer doctor` says it is missing from that list."""
+    add_fixture(coffer_home, "good")
+    add_fixture(coffer_home, "stuck", "hang_start", timeout=1.0)
+    async with serve(coffer_home) as s:
+        assert "good__echo" in await s.tool_names()  # answered once stuck's start failed, with everything else
+
+        def remembered() -> bool:
+            snap = catalogue.load_snapshot()
+            return snap is not None and bool(getattr(snap.servers.get("stuck"), "error", None))
+
+        await wait_for(remembered, 30, "the failure in the snapshot")
+    snap = catalogue.load_snapshot()
+    assert snap is not None and "no answer within 1s" in str(snap.servers["stuck"].error)
+    assert snap.servers["stuck"].tools == [] and len(snap.servers["good"].tools) == 10
+
+    from coffer.manage import doctor
+
+    report = await anyio.to_thread.run_sync(lambda: doctor.diagnose())
+    stuck = next(d for d in report.servers if d.name == "stuck")
+    assert stuck.missing_from_first_list and any("missing from the first tools/list" in n for n in stuck.notes)
+    good = next(d for d in report.servers if d.name == "good")
+    assert not good.missing_from_first_list

@@ -1,0 +1,164 @@
+"""Gemini CLI, Windsurf, Cline, Amazon Q, Kiro, Zed and opencode: each in its own format and place, through
+the real CLI in a temporary HOME: import (with each format's quirks), install (the rest of the file byte for
+byte, a byte-identical backup), and `--move`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coffer.clients import jsonc
+from tests.clients.conftest import put
+from tests.conftest import run_cli
+
+GEMINI = """{
+  "theme": "GitHub",
+  "mcpServers": {
+    "github": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"],
+               "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "$GITHUB_TOKEN"}, "timeout": 30000, "trust": false},
+    "docs": {"httpUrl": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer ${DOCS}"}},
+    "old": {"url": "https://example.com/sse"}
+  }
+}
+"""
+WINDSURF = """{
+  "mcpServers": {
+    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/repo"]},
+    "linear": {"serverUrl": "https://mcp.linear.app/mcp"}
+  }
+}
+"""
+CLINE = """{
+  "mcpServers": {
+    "fetch": {"command": "uvx", "args": ["mcp-server-fetch"], "disabled": false, "autoApprove": []},
+    "remote": {"type": "streamableHttp", "url": "https://mcp.example.com/mcp"},
+    "events": {"type": "sse", "url": "https://example.com/sse"}
+  }
+}
+"""
+AMAZON_Q = """{
+  "mcpServers": {
+    "git": {"command": "uvx", "args": ["mcp-server-git"], "env": {}, "timeout": 60000}
+  }
+}
+"""
+KIRO = """{
+  "mcpServers": {
+    "time": {"command": "uvx", "args": ["mcp-server-time"], "disabled": true, "autoApprove": ["get_current_time"]}
+  }
+}
+"""
+ZED = """// Zed settings
+{
+  "theme": "One Dark",
+  "context_servers": {
+    "hexdocs": {"source": "custom", "command": "npx", "args": ["-y", "hexdocs-mcp@0.5.0"], "env": {}},
+    "legacy": {"command": {"path": "uvx", "args": ["mcp-server-time"], "env": {"TZ": "UTC"}}},
+    "github-ext": {"source": "extension", "settings": {"github_personal_access_token": "x"}},
+  },
+  "vim_mode": true,
+}
+"""
+OPENCODE = """{
+  "$schema": "https://opencode.ai/config.json",
+  "mcp": {
+    "everything": {"type": "local", "command": ["npx", "-y", "@modelcontextprotocol/server-everything"],
+                   "environment": {"DEBUG": "1"}, "enabled": true},
+    "context7": {"type": "remote", "url": "https://mcp.context7.com/mcp", "enabled": false}
+  }
+}
+"""
+
+CASES = {
+    # client: (file under HOME, text, {imported name: expected launch line}, {skipped name: reason fragment})
+    "gemini": (
+        ".gemini/settings.json",
+        GEMINI,
+        {"github": "npx -y @modelcontextprotocol/server-github", "docs": "https://mcp.example.com/mcp"},
+        {"old": "SSE"},
+    ),
+    "windsurf": (
+        ".codeium/windsurf/mcp_config.json",
+        WINDSURF,
+        {"fs": "npx -y @modelcontextprotocol/server-filesystem /repo", "linear": "https://mcp.linear.app/mcp"},
+        {},
+    ),
+    "cline": (
+        ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+        CLINE,
+        {"fetch": "uvx mcp-server-fetch", "remote": "https://mcp.example.com/mcp"},
+        {"events": "SSE"},
+    ),
+    "amazon-q": (".aws/amazonq/mcp.json", AMAZON_Q, {"git": "uvx mcp-server-git"}, {}),
+    "kiro": (".kiro/settings/mcp.json", KIRO, {"time": "uvx mcp-server-time"}, {}),
+    "zed": (
+        ".config/zed/settings.json",
+        ZED,
+        {"hexdocs": "npx -y hexdocs-mcp@0.5.0", "legacy": "uvx mcp-server-time"},
+        {"github-ext": "Zed extension"},
+    ),
+    "opencode": (
+        ".config/opencode/opencode.json",
+        OPENCODE,
+        {"everything": "npx -y @modelcontextprotocol/server-everything", "context7": "https://mcp.context7.com/mcp"},
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("client", sorted(CASES))
+def test_import_reads_each_format(cli: CliRunner, home: Path, client: str) -> None:
+    rel, text, wanted, skipped = CASES[client]
+    put(home, rel, text)
+    out = json.loads(run_cli(cli, "import", client, "--no-probe", "--json").stdout)  # type: ignore[attr-defined]
+    got = {i["source_name"]: i for i in out["servers"]}
+    for name, launch in wanted.items():
+        server = got[name]["server"]
+        assert got[name]["action"] == "added", got[name]
+        assert launch == (server.get("url") or " ".join([server["command"], *server["args"]]))
+    for name, why in skipped.items():
+        assert got[name]["action"] == "skip" and why in got[name]["reason"]
+    if client == "gemini":  # $VAR is Gemini's spelling of ${VAR}
+        assert got["github"]["server"]["env"] == {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GITHUB_TOKEN}"}
+    if client == "kiro":
+        assert got["time"]["server"]["enabled"] is False
+    if client == "opencode":
+        assert got["everything"]["server"]["env"] == {"DEBUG": "****"} and not got["context7"]["server"]["enabled"]
+    if client == "zed":
+        assert got["legacy"]["server"]["env"] == {"TZ": "****"}
+
+
+@pytest.mark.parametrize("client", sorted(CASES))
+def test_install_keeps_the_rest_of_the_file(cli: CliRunner, home: Path, client: str) -> None:
+    rel, text, _, _ = CASES[client]
+    path = put(home, rel, text)
+    run_cli(cli, "install", client)
+    new = path.read_text()
+    (backup,) = path.parent.glob(f"{path.name}.coffer-backup-*")
+    assert backup.read_text() == text
+    before, after = jsonc.parse(text).value, jsonc.parse(new).value
+    key = {"zed": "context_servers", "opencode": "mcp"}.get(client, "mcpServers")
+    entry = after[key]["coffer"]
+    assert {k: v for k, v in after.items() if k != key} == {k: v for k, v in before.items() if k != key}
+    assert {k: v for k, v in after[key].items() if k != "coffer"} == before[key]
+    launched = entry["command"] if client == "opencode" else [entry["command"], *entry["args"]]
+    assert launched[-1] == "serve"
+    if client == "zed":
+        assert entry["source"] == "custom" and new.startswith("// Zed settings\n")
+    if client == "opencode":
+        assert entry["type"] == "local" and entry["enabled"] is True
+    run_cli(cli, "install", client)  # a second install changes nothing
+    assert path.read_text() == new
+
+
+@pytest.mark.parametrize("client", ["gemini", "zed", "opencode"])
+def test_move_out_of_each_format(cli: CliRunner, home: Path, client: str) -> None:
+    rel, text, _, skipped = CASES[client]
+    path = put(home, rel, text)
+    run_cli(cli, "import", client, "--no-probe", "--move")
+    key = {"zed": "context_servers", "opencode": "mcp"}.get(client, "mcpServers")
+    left = jsonc.parse(path.read_text()).value[key]
+    assert set(left) == {"coffer", *skipped}  # imported entries gone, unimportable ones kept
