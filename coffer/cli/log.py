@@ -31,7 +31,9 @@ OutcomeOpt = Annotated[
 ]
 SinceOpt = Annotated[str | None, typer.Option("--since", help="Only calls since 30m, 1h, 2d, 1w or an ISO time.")]
 ClientOpt = Annotated[str | None, typer.Option("--client", help="Only this client (name from initialize).")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON lines instead of a table.")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document (with --tail: one JSON object per line, as calls come).")
+]
 
 
 def parse_since(text: str, *, now: float | None = None) -> float:
@@ -132,7 +134,9 @@ def show(
     db = _open_pruned()
     start = log.last_id(db)
     rows = log.query(db, filters, limit=limit) if limit else []
-    if as_json:
+    if as_json and not tail:
+        render.print_json({"version": render.JSON_VERSION, "calls": rows})
+    elif as_json:
         for row in rows:
             render.print_json_line(row)
     elif rows:
@@ -189,8 +193,7 @@ def stats_cmd(
         filters = ctx.obj  # `coffer log --since 1d stats` filters too
     rows = log.stats(_open_pruned(), filters)
     if as_json:
-        for row in rows:
-            render.print_json_line(row)
+        render.print_json({"version": render.JSON_VERSION, "stats": rows})
         return
     if not rows:
         render.say("no calls recorded yet" if filters == log.Filters() else "no calls match")

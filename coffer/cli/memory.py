@@ -25,6 +25,7 @@ def add(
         Path | None, typer.Option("--file", "-f", help="Read the note from a UTF-8 file ('-': stdin).")
     ] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag; repeat for several.")] = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Keep a note; long notes and files are split into passages. Prints the note's id."""
     from coffer.memory import store as memory
@@ -38,6 +39,9 @@ def add(
         text = memory.read_note_file(file.expanduser())
         source = file.name
     note, created = memory.add_note(text or "", tag or [], source=source)
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "note": note.to_dict(), "created": created})
+        return
     render.text(note.id)
     if created:
         render.say(f"added note {note.id} ({note.passages} passage{'s' if note.passages != 1 else ''})")
@@ -77,11 +81,18 @@ def list_(
 
 
 @memory_app.command("rm")
-def rm(note_id: Annotated[str, typer.Argument(metavar="ID", help="The note's id (or a unique prefix).")]) -> None:
+def rm(
+    note_id: Annotated[str, typer.Argument(metavar="ID", help="The note's id (or a unique prefix).")],
+    as_json: JsonOpt = False,
+) -> None:
     """Delete a note and its passages."""
     from coffer.memory import store as memory
 
-    render.say(f"removed note {memory.remove_note(note_id)}")
+    removed = memory.remove_note(note_id)
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "removed": removed})
+    else:
+        render.say(f"removed note {removed}")
 
 
 def _origin(source: dict[str, Any]) -> str:

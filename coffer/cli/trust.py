@@ -33,12 +33,17 @@ def _read_value(name: str) -> str:
 
 
 @secret_app.command("set")
-def secret_set(name: Annotated[str, typer.Argument(help="Secret name, used as ${secret:NAME}.")]) -> None:
+def secret_set(
+    name: Annotated[str, typer.Argument(help="Secret name, used as ${secret:NAME}.")], as_json: JsonOpt = False
+) -> None:
     """Store a secret, read from a hidden prompt or from stdin (`printf %s TOKEN | coffer secret set NAME`)."""
     from coffer.trust import secrets
 
     secrets.validate_name(name)
     store = secrets.set_secret(name, _read_value(name))
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "secret": {"name": name, "store": store}})
+        return
     render.say(f"secret '{name}' stored in the {'OS keyring' if store == 'keyring' else 'vault file (0600)'}")
 
 
@@ -58,17 +63,21 @@ def secret_list(as_json: JsonOpt = False) -> None:
 
 
 @secret_app.command("rm")
-def secret_rm(name: Annotated[str, typer.Argument(help="Secret to delete.")]) -> None:
+def secret_rm(name: Annotated[str, typer.Argument(help="Secret to delete.")], as_json: JsonOpt = False) -> None:
     """Delete a secret (servers that reference it will refuse to start)."""
     from coffer.trust import secrets
 
     secrets.remove_secret(name)
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "removed": name})
+        return
     render.say(f"secret '{name}' removed")
 
 
 @app.command()
 def approve(
     target: Annotated[str, typer.Argument(help="SERVER (launch config and all held tools) or SERVER__TOOL.")],
+    as_json: JsonOpt = False,
 ) -> None:
     """Approve a server's changed launch config and held tools, or one held tool."""
     from coffer.trust.pinning import Pins
@@ -77,13 +86,13 @@ def approve(
     cfg = registry.load().get(server)
     with Pins.open() as pins:
         if tool is not None:
-            pin = pins.approve_tool(server, tool)
-            render.say(f"approved {server}__{pin.tool}")
-            return
-        done = []
-        if pins.approve_server(cfg):
-            done.append("launch config")
-        done += [f"{server}__{p.tool}" for p in pins.approve_tools(server)]
+            done = [f"{server}__{pins.approve_tool(server, tool).tool}"]
+        else:
+            done = ["launch config"] if pins.approve_server(cfg) else []
+            done += [f"{server}__{p.tool}" for p in pins.approve_tools(server)]
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "approved": done})
+        return
     render.say(f"approved {', '.join(done)}" if done else f"nothing to approve for '{server}'")
 
 

@@ -209,7 +209,8 @@ def probe_and_record(cfg: ServerConfig) -> dict[str, int]:
         (probe,) = probe_servers(probe_configs([cfg]), 1, read_resources=True)
         if not probe.ok or probe.listing is None:
             catalogue.save_failure(cfg.name, str(probe.error))  # `coffer serve` need not wait for it
-            raise UpstreamError(f"{cfg.name}: {probe.error}")
+            error = str(probe.error)
+            raise UpstreamError(error if error.startswith(f"{cfg.name}:") else f"{cfg.name}: {error}")
         record_listing(pins, cfg.name, probe.listing, probe.resources, cfg.exposed_prefix, probe.capabilities)
     return {kind: len(items) for kind, items in probe.listing.items()}
 

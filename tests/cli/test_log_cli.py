@@ -25,7 +25,18 @@ from tests.log.test_log import rec, write
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
+    """Rows from `--json` output: one document (`calls` or `stats`), or JSON Lines from `--tail --json`."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert doc["version"] == 1
+    return doc["calls"] if "calls" in doc else doc["stats"]
+
+
+def test_json_is_one_document_even_when_empty(cli: CliRunner) -> None:
+    assert json.loads(run_cli(cli, "log", "--json").stdout) == {"version": 1, "calls": []}  # type: ignore[attr-defined]
+    assert json.loads(run_cli(cli, "log", "stats", "--json").stdout) == {"version": 1, "stats": []}  # type: ignore[attr-defined]
 
 
 @pytest.fixture

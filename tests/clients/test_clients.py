@@ -310,7 +310,7 @@ def test_import_dry_run_writes_nothing(cli: CliRunner, home: Path, coffer_home: 
         ("codex", ".codex/config.toml", 'model = "o3"\n[mcp_servers.x\ncommand = "y"\n', 5, ":2:"),
         ("vscode", ".config/Code/User/mcp.json", "", 5, "empty"),
         ("vscode", ".config/Code/User/mcp.json", None, 3, "no such file"),
-        ("zed", ".zed", "{}", 2, "unknown client 'zed'"),
+        ("notepad", ".notepad", "{}", 2, "unknown client 'notepad'"),
     ],
 )
 def test_import_bad_files_one_line_error(

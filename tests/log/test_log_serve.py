@@ -64,7 +64,9 @@ async def _drive(home: Path, errlog_path: Path, secret: str) -> tuple[list[Any],
 def test_calls_through_serve_are_logged_without_the_secret(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:
     secret = f"COFFER_CANARY_{uuid.uuid4().hex}"
     run_cli(
-        cli, "add", "fx", "--env", "TOKEN=${COFFER_TEST_CANARY}", "--", PYTHON, str(FIXTURES / "upstream_fixture.py")
+        cli,
+        *("add", "fx", "--no-probe", "--env", "TOKEN=${COFFER_TEST_CANARY}"),
+        *("--", PYTHON, str(FIXTURES / "upstream_fixture.py")),
     )
     errlog = tmp_path / "serve.stderr"
 
@@ -80,7 +82,7 @@ def test_calls_through_serve_are_logged_without_the_secret(cli: CliRunner, coffe
     assert secret not in errlog.read_text()
     assert secret not in (coffer_home / "coffer.toml").read_text()
 
-    rows = [json.loads(line) for line in run_cli(cli, "log", "--json", "--client", "log-e2e").stdout.splitlines()]
+    rows = json.loads(run_cli(cli, "log", "--json", "--client", "log-e2e").stdout)["calls"]
     by_tool = {(r["server"], r["tool"]): r for r in rows}
     assert by_tool[("fx", "echo")]["outcome"] == "ok"
     assert by_tool[("fx", "env")]["outcome"] == "ok"

@@ -272,7 +272,7 @@ def test_cli_ask_searches_only_visible_servers_knowledge(cli: CliRunner, coffer_
         return [p["source"].get("uri") for p in _ask(cli, "how do rollbacks run?")["passages"]]
 
     assert resource_uris() == []  # not a registered server (removed, or never added)
-    run_cli(cli, "add", "res", "--", "python", "server.py")
+    run_cli(cli, "add", "res", "--no-probe", "--", "python", "server.py")
     assert resource_uris() == ["docs://runbook"]
     run_cli(cli, "disable", "res")
     assert resource_uris() == []
