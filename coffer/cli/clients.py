@@ -76,7 +76,8 @@ def import_(
         detail = item.config.launch_line(masked=True) if item.config is not None else item.reason or ""
         origin = item.source.scope + (f" {item.source.project}" if item.source and item.source.project else "")
         rows.append((item.name, labels[item.action], origin if item.source else "", "; ".join([detail, *item.notes])))
-    render.table(["server", "result", "from", "details"], rows, title=f"{plan.client}: {plan.path}")
+    title = str(plan.path) if path is not None else f"{plan.client}: {plan.path}"  # --path: only the file
+    render.table(["server", "result", "from", "details"], rows, title=title)
     adds = plan.count("add", "added")
     skipped = plan.count("skip")
     for result in probed:
@@ -96,9 +97,11 @@ def import_(
             + (f", installed '{change.installed}'" if change.installed else "")
         )
     if adds and not move:
+        where = f" --path {path}" if path is not None else ""
+        owner = str(path) if path is not None else plan.client
         render.say(
-            f"next: `coffer import {plan.client} --move` takes them out of {plan.client} and points it at Coffer "
-            f"(backed up), or `coffer install {plan.client}` and remove them by hand"
+            f"next: `coffer import {plan.client}{where} --move` takes them out of {owner} and points it at Coffer "
+            f"(backed up), or `coffer install {plan.client}{where}` and remove them by hand"
         )
 
 
@@ -146,4 +149,4 @@ def install(
             f"hint: {', '.join(plan.also_in_vault)} are also in your vault (e.g. via `coffer import`); "
             f"remove them from {plan.path} by hand so their tools are not listed twice"
         )
-    render.say(f"restart {plan.client} to pick up the change")
+    render.say(f"restart {'the program that reads it' if path is not None else plan.client} to pick up the change")

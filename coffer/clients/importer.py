@@ -110,11 +110,11 @@ def _entries(client: known.Client, source: known.Source, primary: bool) -> list[
     try:
         text = common.read_text(source.path)
     except NotFoundError:
-        if primary and source.scope != "project":
+        if primary and source.scope in ("user", "file"):
             raise
         return []
     if not text.strip():
-        if primary and source.scope == "user":
+        if primary and source.scope in ("user", "file"):
             raise common.ClientFileError(f"{source.path}: the file is empty")
         return []
     if source.where is not None:

@@ -14,6 +14,7 @@ from coffer.clients.common import Format
 from coffer.clients.mcpjson import McpServersJson
 from coffer.clients.variants import AliasedJson, OpenCodeJson, ZedJson
 from coffer.clients.vscode import VsCodeJson
+from coffer.clients.yamlfmt import ContinueYaml, GooseYaml
 from coffer.errors import CofferError, UsageError
 
 
@@ -35,6 +36,10 @@ def _xdg_config(*parts: str) -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").joinpath(*parts)
 
 
+def _needs_path() -> Path:
+    raise UsageError("this client has no usual file: pass --path FILE")
+
+
 def _zed() -> Path:
     if sys.platform == "win32":
         return _app_config("Zed", "settings.json")
@@ -52,7 +57,7 @@ SCOPES = ("user", "local", "project")
 class Source:
     """One place a client keeps servers: a file, and the key path of the object holding them."""
 
-    scope: str  # "user" (the user's file), "local" (a project's entry inside it), "project" (a project file)
+    scope: str  # "user" (the user's file), "local" (a project's entry in it), "project", "file" (--path)
     path: Path
     where: tuple[str, ...] | None = None  # None: the format's own top-level key
     project: str | None = None  # for local scope: the project directory
@@ -87,7 +92,7 @@ class Client:
         user = resolve_path(self, path)
         found: list[Source] = []
         if scope in (None, "user"):
-            found.append(Source("user", user))
+            found.append(Source("user" if path is None else "file", user))
         if self.local_scopes and scope in (None, "local"):
             found += [Source("local", user, ("projects", d, "mcpServers"), d) for d in _projects(self, user)]
         if self.project_file and path is None and scope in (None, "project"):
@@ -184,6 +189,9 @@ CLIENTS: dict[str, Client] = {
             "a project's opencode.json",
             project_file="opencode.json",
         ),
+        Client("json", "an mcpServers JSON file", McpServersJson(), _needs_path, "any file shaped like Claude's"),
+        Client("goose", "goose", GooseYaml(), lambda: _xdg_config("goose", "config.yaml"), ""),
+        Client("continue", "Continue", ContinueYaml(), lambda: Path.home() / ".continue" / "config.yaml", ""),
     )
 }
 

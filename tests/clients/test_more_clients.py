@@ -1,6 +1,6 @@
-"""Gemini CLI, Windsurf, Cline, Amazon Q, Kiro, Zed and opencode: each in its own format and place, through
-the real CLI in a temporary HOME: import (with each format's quirks), install (the rest of the file byte for
-byte, a byte-identical backup), and `--move`."""
+"""Gemini CLI, Windsurf, Cline, Amazon Q, Kiro, Zed, opencode, goose and Continue: each in its own format
+and place, through the real CLI in a temporary HOME: import (with each format's quirks), install (the
+rest of the file kept, a byte-identical backup), and `--move`."""
 
 from __future__ import annotations
 
@@ -72,6 +72,43 @@ OPENCODE = """{
 }
 """
 
+GOOSE = """# goose config
+GOOSE_PROVIDER: anthropic
+extensions:
+  developer:
+    bundled: true
+    enabled: true
+    name: developer
+    timeout: 300
+    type: builtin
+  github:
+    name: GitHub
+    cmd: npx
+    args: [-y, "@modelcontextprotocol/server-github"]
+    envs: {}
+    env_keys: [GITHUB_PERSONAL_ACCESS_TOKEN]
+    enabled: true
+    timeout: 300
+    type: stdio
+  remote:
+    name: remote
+    type: streamable_http
+    uri: https://mcp.example.com/mcp
+    enabled: false
+"""
+CONTINUE = """name: My Config
+version: 0.0.1
+schema: v1
+# models go here
+mcpServers:
+  - name: SQLite MCP
+    command: npx
+    args: ["-y", "mcp-sqlite", "/home/me/db.sqlite"]
+  - name: Docs
+    type: streamable-http
+    url: https://mcp.example.com/mcp
+"""
+
 CASES = {
     # client: (file under HOME, text, {imported name: expected launch line}, {skipped name: reason fragment})
     "gemini": (
@@ -99,6 +136,18 @@ CASES = {
         ZED,
         {"hexdocs": "npx -y hexdocs-mcp@0.5.0", "legacy": "uvx mcp-server-time"},
         {"github-ext": "Zed extension"},
+    ),
+    "goose": (
+        ".config/goose/config.yaml",
+        GOOSE,
+        {"github": "npx -y @modelcontextprotocol/server-github", "remote": "https://mcp.example.com/mcp"},
+        {"developer": "builtin"},
+    ),
+    "continue": (
+        ".continue/config.yaml",
+        CONTINUE,
+        {"SQLite MCP": "npx -y mcp-sqlite /home/me/db.sqlite", "Docs": "https://mcp.example.com/mcp"},
+        {},
     ),
     "opencode": (
         ".config/opencode/opencode.json",
@@ -139,26 +188,56 @@ def test_install_keeps_the_rest_of_the_file(cli: CliRunner, home: Path, client: 
     new = path.read_text()
     (backup,) = path.parent.glob(f"{path.name}.coffer-backup-*")
     assert backup.read_text() == text
-    before, after = jsonc.parse(text).value, jsonc.parse(new).value
-    key = {"zed": "context_servers", "opencode": "mcp"}.get(client, "mcpServers")
+    before, after = parse(client, text), parse(client, new)
+    key = KEYS.get(client, "mcpServers")
     entry = after[key]["coffer"]
     assert {k: v for k, v in after.items() if k != key} == {k: v for k, v in before.items() if k != key}
     assert {k: v for k, v in after[key].items() if k != "coffer"} == before[key]
-    launched = entry["command"] if client == "opencode" else [entry["command"], *entry["args"]]
+    launched = entry["command"] if client == "opencode" else [entry.get("cmd") or entry["command"], *entry["args"]]
     assert launched[-1] == "serve"
     if client == "zed":
         assert entry["source"] == "custom" and new.startswith("// Zed settings\n")
     if client == "opencode":
         assert entry["type"] == "local" and entry["enabled"] is True
+    if client in ("goose", "continue"):
+        assert new.startswith(text.splitlines()[0]) and "# " in new  # comments kept
     run_cli(cli, "install", client)  # a second install changes nothing
     assert path.read_text() == new
 
 
-@pytest.mark.parametrize("client", ["gemini", "zed", "opencode"])
+KEYS = {"zed": "context_servers", "opencode": "mcp", "goose": "extensions"}
+
+
+def parse(client: str, text: str) -> dict[str, object]:
+    """The file's meaning; Continue's server list keyed by name, so every format compares alike."""
+    if client not in ("goose", "continue"):
+        return jsonc.parse(text).value
+    from ruamel.yaml import YAML
+
+    data = json.loads(json.dumps(YAML(typ="safe").load(text)))
+    if client == "continue":
+        data["mcpServers"] = {s["name"]: s for s in data.get("mcpServers") or []}
+    return data
+
+
+@pytest.mark.parametrize("client", ["gemini", "zed", "opencode", "goose", "continue"])
 def test_move_out_of_each_format(cli: CliRunner, home: Path, client: str) -> None:
     rel, text, _, skipped = CASES[client]
     path = put(home, rel, text)
     run_cli(cli, "import", client, "--no-probe", "--move")
-    key = {"zed": "context_servers", "opencode": "mcp"}.get(client, "mcpServers")
-    left = jsonc.parse(path.read_text()).value[key]
+    key = KEYS.get(client, "mcpServers")
+    left = parse(client, path.read_text())[key]
     assert set(left) == {"coffer", *skipped}  # imported entries gone, unimportable ones kept
+
+
+def test_an_unnamed_clients_file_is_not_called_another_client(cli: CliRunner, home: Path) -> None:
+    path = put(home, "tools/agent.json", '{"mcpServers": {"fetch": {"command": "uvx", "args": ["mcp-server-fetch"]}}}')
+    result = run_cli(cli, "import", "json", "--path", str(path), "--no-probe")
+    text = result.stdout + result.stderr  # type: ignore[attr-defined]
+    assert str(path) in text and "cursor" not in text and "claude" not in text.lower()
+    out = json.loads(run_cli(cli, "import", "json", "--path", str(path), "--no-probe", "--json").stdout)  # type: ignore[attr-defined]
+    assert out["servers"][0]["scope"] == "file"
+    installed = run_cli(cli, "install", "json", "--path", str(path))
+    assert "restart the program that reads it" in installed.stderr  # type: ignore[attr-defined]
+    missing = run_cli(cli, "import", "json", code=2)
+    assert "pass --path FILE" in missing.stderr  # type: ignore[attr-defined]
