@@ -19,6 +19,7 @@ from coffer.cli import clients  # noqa: F401  isort: skip
 from coffer.cli import doctor  # noqa: F401  isort: skip
 from coffer.cli import serve  # noqa: F401  isort: skip
 from coffer.cli import demo  # noqa: F401  isort: skip
+from coffer.cli import auth  # noqa: F401  isort: skip
 
 
 def main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
+import anyio
 import typer
 
 from coffer.cli import render
@@ -59,6 +60,13 @@ def add(
     disabled: Annotated[bool, typer.Option("--disabled", help="Register it disabled.")] = False,
     no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
     as_json: JsonOpt = False,
+    oauth_client_id: Annotated[
+        str | None,
+        typer.Option("--oauth-client-id", help="A client registered with its authorization server."),
+    ] = None,
+    oauth_client_secret: Annotated[
+        str | None, typer.Option("--oauth-client-secret", help="That client's secret (kept in the secret store).")
+    ] = None,
     prefix: Annotated[
         str | None,
         typer.Option("--prefix", help="Expose tools and prompts as PREFIX__NAME ('' for bare names); default NAME."),
@@ -71,6 +79,10 @@ def add(
         raise UsageError("--header only applies to --url servers")
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if (oauth_client_id or oauth_client_secret) and not url:
+        raise UsageError("--oauth-client-id and --oauth-client-secret only apply to --url servers")
+    if oauth_client_secret and not oauth_client_id:
+        raise UsageError("--oauth-client-secret needs --oauth-client-id")
     cfg = registry.ServerConfig(
         name=registry.validate_name(name),
         command=command[0] if command else None,
@@ -82,8 +94,27 @@ def add(
         enabled=not disabled,
         timeout=timeout,
         prefix=None if prefix is None else registry.validate_prefix(prefix),
+        oauth=bool(oauth_client_id),
     )
     servers.add_server(cfg)
+    if oauth_client_id:
+        from coffer.trust import oauth_store
+
+        oauth_store.preregister(name, oauth_client_id, oauth_client_secret, "http://127.0.0.1/callback")
+    if url and not cfg.oauth and not no_probe and not disabled:
+        from coffer.gateway import oauth
+
+        if anyio.run(oauth.challenge, url, _safe_headers(cfg)):
+            registry.set_oauth(name, True)
+            cfg.oauth = True
+    if cfg.oauth:
+        note = f"'{name}' authorises with OAuth: run `coffer auth {name}` to sign in"
+        if as_json:
+            render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "probe": None})
+        else:
+            render.say(f"added '{name}': {cfg.launch_line()}")
+            render.say(note)
+        return
     if not as_json:
         render.say(f"added '{name}': {cfg.launch_line()}")
     probe: dict[str, Any] | None = None
@@ -107,6 +138,19 @@ def add(
         render.say(f"'{cfg.name}' serves {summary}")
     if failure is not None:
         raise failure
+
+
+def _safe_headers(cfg: registry.ServerConfig) -> dict[str, str]:
+    """The server's headers, expanded when they can be (an unset reference just leaves the header out)."""
+    from coffer.trust.expand import expand
+
+    out = {}
+    for key, value in cfg.headers.items():
+        try:
+            out[key] = expand(value, what=f"{cfg.name}: header {key}")
+        except CofferError:
+            continue
+    return out
 
 
 def _probe(cfg: registry.ServerConfig) -> dict[str, int]:

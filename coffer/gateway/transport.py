@@ -240,7 +240,9 @@ async def stdio_pipe(
 
 
 @asynccontextmanager
-async def http_pipe(url: str, headers: dict[str, str], stats: StreamStats) -> AsyncIterator[tuple[Any, Any]]:
+async def http_pipe(
+    url: str, headers: dict[str, str], stats: StreamStats, auth: Any = None
+) -> AsyncIterator[tuple[Any, Any]]:
     """The (read, write) streams of a streamable HTTP upstream; HTTP error statuses land in `stats`.
 
     The SDK turns an HTTP 401 into a generic JSON-RPC error, so the status is caught here, where a
@@ -255,7 +257,9 @@ async def http_pipe(url: str, headers: dict[str, str], stats: StreamStats) -> As
 
     timeout = httpx2.Timeout(30.0, read=300.0)
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=timeout, event_hooks={"response": [on_response]}) as http,
+        httpx2.AsyncClient(
+            headers=headers, timeout=timeout, auth=auth, event_hooks={"response": [on_response]}
+        ) as http,
         streamable_http_client(url, http_client=http) as (read, write),
     ):
         yield read, write

@@ -27,7 +27,7 @@ from pydantic import TypeAdapter
 
 from coffer import __version__
 from coffer.errors import SecretError, UpstreamError
-from coffer.gateway import outbound
+from coffer.gateway import oauth, outbound
 from coffer.gateway.gate import StartGate
 from coffer.gateway.transport import StreamStats, child_env, http_pipe, stdio_pipe
 from coffer.trust.expand import resolved_env, resolved_headers
@@ -279,11 +279,16 @@ class Upstream:
         with_tail = f"; stderr: {tail}" if tail else ""
         if isinstance(exc, SecretError):
             return str(exc), "missing_secret", True
+        if isinstance(exc, oauth.AuthorizationNeeded):
+            return str(exc), "auth_needed", True
         if isinstance(exc, FileNotFoundError | NotADirectoryError):
             return f"command not found: {self.cfg.command}", "spawn_enoent", True
         if isinstance(exc, PermissionError):
             return f"permission denied running {self.cfg.command}", "spawn_eacces", True
         status = _http_status(exc) or self.stats.http_status  # the SDK folds HTTP errors into JSON-RPC ones
+        if status in (401, 403) and self.cfg.oauth:
+            why = f"its authorisation expired or was revoked (HTTP {status}): run `coffer auth {self.name}`"
+            return f"server '{self.name}' cannot be used: {why}", "auth_needed", True
         if status in (401, 403):
             return f"HTTP {status} from {self.cfg.url} (check its headers/token)", "http_auth", True
         if status is not None:
@@ -306,7 +311,10 @@ class Upstream:
         if cfg.url:
             headers = resolved_headers(cfg)
             self.stats.secrets = tuple(headers.values())
-            async with http_pipe(cfg.url, headers, self.stats) as streams:
+            async with (
+                oauth.provider_for(cfg.name, cfg.url, cfg.oauth) as auth,
+                http_pipe(cfg.url, headers, self.stats, auth) as streams,
+            ):
                 yield streams
             return
         extra = resolved_env(cfg)
@@ -361,7 +369,7 @@ class Upstream:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
             self._transport_error = message
-            if _http_status(message) in (401, 403):
+            if _http_status(message) in (401, 403) or isinstance(message, oauth.AuthorizationNeeded):
                 self._restartable()
             return
         if isinstance(message, types.ResourceUpdatedNotification):

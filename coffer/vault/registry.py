@@ -32,7 +32,9 @@ HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
     "# Managed by `coffer add/remove/enable/disable`; hand edits and comments are kept.\n"
 )
-SERVER_KEYS = {"command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout", "prefix"}
+SERVER_KEYS = {
+    *("command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout", "prefix", "oauth"),
+}
 
 
 @dataclass
@@ -50,6 +52,7 @@ class ServerConfig:
     disabled_tools: list[str] = field(default_factory=list)
     timeout: float = DEFAULT_TIMEOUT_S
     prefix: str | None = None  # None: the server name; "": tools and prompts exposed bare
+    oauth: bool = False  # an HTTP server that authorises with OAuth (tokens in the secret store, `coffer auth`)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -79,6 +82,8 @@ class ServerConfig:
         }
         if self.prefix is not None:
             out["prefix"] = self.prefix
+        if self.oauth:
+            out["oauth"] = True
         if self.url:
             out["url"] = mask_url(self.url) if mask else self.url
             out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
@@ -289,6 +294,9 @@ def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         raise RegistryError(f"{where}: servers.{name}.timeout must be a positive number of seconds")
     enabled = want("enabled", bool, True)
     prefix = want("prefix", str, None)
+    oauth = want("oauth", bool, False)
+    if oauth and not url:
+        raise RegistryError(f"{where}: servers.{name}.oauth applies only to a 'url' server")
     if prefix is not None and ((prefix and not NAME_RE.match(prefix)) or prefix in RESERVED_NAMES):
         raise RegistryError(f"{where}: servers.{name}.prefix '{prefix}' is invalid (use '' or a name like a server's)")
     return ServerConfig(
@@ -303,6 +311,7 @@ def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         disabled_tools=str_list("disabled_tools"),
         timeout=float(timeout),
         prefix=prefix,
+        oauth=oauth,
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
 
@@ -369,6 +378,8 @@ def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = Fals
             table.add("timeout", cfg.timeout)
         if cfg.prefix is not None:
             table.add("prefix", cfg.prefix)
+        if cfg.oauth:
+            table.add("oauth", True)
         servers[cfg.name] = table
 
 
@@ -389,6 +400,18 @@ def _validate_maps(cfg: ServerConfig) -> None:
         raise UsageError("a server needs a command (after --) or --url")
     if cfg.url and not re.match(r"^https?://", cfg.url):
         raise UsageError(f"invalid url '{cfg.url}': expected http:// or https://")
+
+
+def set_oauth(server: str, on: bool, path: Path | None = None) -> None:
+    """Mark a URL server as authorising with OAuth (found at add time, or asked for)."""
+    with edit(path) as doc:
+        servers = doc.get("servers")
+        if servers is None or server not in servers:
+            raise NotFoundError(f"unknown server '{server}' (see `coffer list`)")
+        if on:
+            servers[server]["oauth"] = True
+        elif "oauth" in servers[server]:
+            del servers[server]["oauth"]
 
 
 def set_enabled(server: str, tool: str | None, enabled: bool, path: Path | None = None) -> bool:

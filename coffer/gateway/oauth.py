@@ -1,0 +1,186 @@
+"""OAuth 2.1 for HTTP upstreams, as the MCP authorization spec describes, on the SDK's client.
+
+The SDK's `OAuthClientProvider` does the protocol: protected-resource metadata (RFC 9728) and
+authorization-server metadata (RFC 8414, with the 2025-03-26 fallbacks), dynamic registration or a
+client ID metadata document or a pre-registered client, PKCE S256, the scopes the server asks for,
+refresh before expiry and on 401, one step-up on 403 `insufficient_scope`. Coffer gives it a token
+store (`coffer.trust.oauth_store`) and, when a person can authorise (`coffer auth`, or a step-up with
+`COFFER_AUTH_HEADLESS=1`), a loopback redirect: the browser is opened on the authorization URL, or
+with `headless` the URL is fetched and its redirects followed to the loopback callback (authorization
+servers that approve without a login page, as test servers do). Without one (`coffer serve`), an
+upstream that needs a new authorisation fails with `AuthorizationNeeded`, which names `coffer auth`.
+"""
+
+from __future__ import annotations
+
+import os
+import webbrowser
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import parse_qs, urlsplit
+
+import anyio
+import anyio.abc
+from mcp.client.auth import OAuthClientProvider
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+from coffer import __version__
+from coffer.errors import UpstreamError
+from coffer.trust.oauth_store import OAuthStore
+
+CALLBACK_PATH = "/callback"
+HEADLESS_ENV = "COFFER_AUTH_HEADLESS"
+PERSON_WAIT_S = 300.0  # how long `coffer auth` waits for the browser to come back
+
+
+class AuthorizationNeeded(UpstreamError):
+    """The server needs a (new) authorisation and nobody is there to give it."""
+
+
+_person: dict[str, bool] = {}  # set by `coffer auth` (and `coffer call` with COFFER_AUTH_HEADLESS=1)
+
+
+def allow_person(headless: bool) -> None:
+    """This process may run the authorization flow: a person is at the terminal (or `headless`)."""
+    _person["headless"] = headless
+
+
+def person_mode() -> bool | None:
+    """None: nobody can authorise here; else whether the flow runs headless."""
+    if os.environ.get(HEADLESS_ENV) == "1":
+        return True
+    return _person.get("headless")
+
+
+@asynccontextmanager
+async def provider_for(server: str, url: str, enabled: bool) -> AsyncIterator[OAuthClientProvider | None]:
+    """The auth an upstream connection uses: None without OAuth, else interactive or unattended."""
+    if not enabled:
+        yield None
+        return
+    mode = person_mode()
+    if mode is None:
+        yield unattended(server, url)
+        return
+    async with interactive(server, url, headless=mode) as provider:
+        yield provider
+
+
+def client_metadata(redirect_uri: str, scope: str | None = None) -> OAuthClientMetadata:
+    return OAuthClientMetadata(
+        client_name=f"Coffer {__version__}",
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+        scope=scope,
+    )
+
+
+def unattended(server: str, url: str) -> OAuthClientProvider:
+    """A provider for `coffer serve`: stored tokens, refreshed as needed; never asks a person."""
+
+    async def refuse(_url: str) -> None:
+        raise AuthorizationNeeded(f"server '{server}' needs authorisation: run `coffer auth {server}`")
+
+    async def nothing() -> AuthorizationCodeResult:  # never reached: `refuse` raises first
+        raise AuthorizationNeeded(f"server '{server}' needs authorisation: run `coffer auth {server}`")
+
+    return OAuthClientProvider(url, client_metadata("http://127.0.0.1/callback"), OAuthStore(server), refuse, nothing)
+
+
+@asynccontextmanager
+async def interactive(server: str, url: str, headless: bool | None = None) -> AsyncIterator[OAuthClientProvider]:
+    """A provider that can run the authorization-code flow, with a loopback callback for as long as it is open."""
+    headless = os.environ.get(HEADLESS_ENV) == "1" if headless is None else headless
+    results: list[AuthorizationCodeResult] = []
+    arrived = anyio.Event()
+
+    async def serve_callback(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            try:
+                request = await _read_request(stream)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+                return
+            target = request.split(b" ", 2)[1].decode("latin-1") if request.count(b" ") >= 2 else "/"
+            parts = urlsplit(target)
+            query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+            if parts.path == CALLBACK_PATH and not results:
+                results.append(
+                    AuthorizationCodeResult(code=query.get("code"), state=query.get("state"), iss=query.get("iss"))
+                )
+                arrived.set()
+            body = b"Coffer: authorised. You can close this window." if "code" in query else b"Coffer: no code."
+            head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
+            await stream.send(head.encode() + body)
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    redirect_uri = f"http://127.0.0.1:{port}{CALLBACK_PATH}"
+
+    async def redirect(authorization_url: str) -> None:
+        if headless:
+            await _follow(authorization_url)
+            return
+        import sys
+
+        sys.stderr.write(f"coffer: opening your browser to authorise '{server}':\n  {authorization_url}\n")
+        if not webbrowser.open(authorization_url):
+            sys.stderr.write("coffer: no browser could be opened: open the address above yourself\n")
+
+    async def callback() -> AuthorizationCodeResult:
+        with anyio.fail_after(PERSON_WAIT_S if not headless else 60.0):
+            await arrived.wait()
+        return results[0]
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve_callback)
+        try:
+            yield OAuthClientProvider(url, client_metadata(redirect_uri), OAuthStore(server), redirect, callback)
+        finally:
+            tg.cancel_scope.cancel()
+            await listener.aclose()
+
+
+async def _read_request(stream: anyio.abc.SocketStream) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data and len(data) < 65536:
+        data += await stream.receive()
+    return data
+
+
+async def _follow(authorization_url: str) -> None:
+    """Headless: fetch the authorization URL and follow its redirects to the loopback callback."""
+    import httpx2
+
+    async with httpx2.AsyncClient(follow_redirects=True, timeout=30.0) as http:
+        response = await http.get(authorization_url)
+    if response.status_code >= 400:
+        raise UpstreamError(
+            f"the authorization server answered HTTP {response.status_code}: it needs a person "
+            "(run `coffer auth` without --headless)"
+        )
+
+
+def needs_oauth(status: int | None, www_authenticate: str | None) -> bool:
+    """A 401 with a Bearer challenge: the server authorises with OAuth, not a static header."""
+    return status == 401 and (www_authenticate or "").lower().startswith("bearer")
+
+
+async def challenge(url: str, headers: dict[str, str]) -> bool:
+    """Does the server at `url` answer an unauthenticated initialize with 401 and a Bearer challenge?"""
+    import httpx2
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "coffer"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    try:
+        async with httpx2.AsyncClient(timeout=10.0) as http:
+            response = await http.post(url, json=body, headers=headers | accept)
+    except httpx2.HTTPError:
+        return False
+    return needs_oauth(response.status_code, response.headers.get("www-authenticate"))

@@ -1,0 +1,100 @@
+"""Where a server's OAuth tokens and client registration are kept: the secret store (OS keyring, else
+the 0600 secrets file), under `oauth.<server>.tokens` and `oauth.<server>.client`; never coffer.toml,
+the log, a snapshot or any output. Implements the SDK's `TokenStorage`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from coffer.errors import CofferError, NotFoundError, SecretError
+from coffer.trust import redact, secrets
+
+
+def _name(server: str, what: str) -> str:
+    return f"oauth.{server}.{what}"
+
+
+def _get(name: str) -> dict[str, Any] | None:
+    try:
+        return json.loads(secrets.resolve(name))
+    except SecretError:
+        return None
+    except ValueError:
+        return None
+
+
+class OAuthStore:
+    """One server's tokens and client information (the SDK's `TokenStorage` protocol)."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+
+    async def get_tokens(self) -> OAuthToken | None:
+        data = _get(_name(self.server, "tokens"))
+        if data is None:
+            return None
+        data.pop("obtained_at", None)
+        expires_at = data.pop("expires_at", None)
+        if isinstance(expires_at, int | float) and data.get("expires_in") is not None:
+            data["expires_in"] = max(0, int(expires_at - time.time()))  # what is left, not what was granted
+        token = OAuthToken.model_validate(data)
+        redact.register(token.access_token, token.refresh_token)
+        return token
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        data = tokens.model_dump(mode="json", exclude_none=True)
+        now = time.time()
+        data["obtained_at"] = now
+        if tokens.expires_in is not None:
+            data["expires_at"] = now + tokens.expires_in
+        redact.register(tokens.access_token, tokens.refresh_token)
+        secrets.set_secret(_name(self.server, "tokens"), json.dumps(data))
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        data = _get(_name(self.server, "client"))
+        return None if data is None else OAuthClientInformationFull.model_validate(data)
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        secrets.set_secret(_name(self.server, "client"), client_info.model_dump_json(exclude_none=True))
+
+
+def state(server: str) -> str:
+    """`authorised`, `expired` (an access token past its time, refreshable or not) or `none`."""
+    data = _get(_name(server, "tokens"))
+    if data is None or not data.get("access_token"):
+        return "none"
+    expires_at = data.get("expires_at")
+    if isinstance(expires_at, int | float) and expires_at < time.time():
+        return "expired (refreshable)" if data.get("refresh_token") else "expired"
+    return "authorised"
+
+
+def preregister(server: str, client_id: str, client_secret: str | None, redirect_uri: str) -> None:
+    """Keep a client the user registered with the authorization server themselves."""
+    info = OAuthClientInformationFull(
+        client_id=client_id,
+        client_secret=client_secret,
+        redirect_uris=[redirect_uri],  # type: ignore[list-item]
+        # RFC 6749 2.3.1: every authorization server must accept HTTP Basic for a client with a secret
+        token_endpoint_auth_method="client_secret_basic" if client_secret else "none",
+    )
+    if client_secret:
+        redact.register(client_secret)
+    secrets.set_secret(_name(server, "client"), info.model_dump_json(exclude_none=True))
+
+
+def forget(server: str, client_too: bool = False) -> bool:
+    """Drop the server's tokens (and its client registration); True when there was anything to drop."""
+    dropped = False
+    for what in ("tokens", "client") if client_too else ("tokens",):
+        try:
+            secrets.remove_secret(_name(server, what))
+            dropped = True
+        except (NotFoundError, CofferError):
+            continue
+    return dropped
