@@ -23,6 +23,12 @@ from coffer.cli import auth  # noqa: F401  isort: skip
 
 
 def main() -> None:
+    import logging
+
+    # Library warnings (the SDK logs a traceback when an OAuth flow fails) would print as they are:
+    # the command's own one-line error says what went wrong.
+    logging.getLogger("mcp").addHandler(logging.NullHandler())
+    logging.getLogger("mcp").propagate = False
     app()
 
 

@@ -233,6 +233,8 @@ def _state_text(row: dict[str, Any]) -> str:
         return f"needs approval: `coffer diff {row['name']}`"
     if state == "tools held":
         return f"{len(row['held'])} held: `coffer diff {row['name']}`"
+    if state == "needs sign-in":
+        return f"needs sign-in: `coffer auth {row['name']}`"
     if state == "ok" and row.get("list_error"):
         return "did not list"
     return state

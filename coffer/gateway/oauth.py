@@ -14,14 +14,17 @@ upstream that needs a new authorisation fails with `AuthorizationNeeded`, which 
 from __future__ import annotations
 
 import os
+import time
 import webbrowser
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
 import anyio.abc
+import httpx2
 from mcp.client.auth import OAuthClientProvider
+from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from coffer import __version__
@@ -40,9 +43,17 @@ class AuthorizationNeeded(UpstreamError):
 _person: dict[str, bool] = {}  # set by `coffer auth` (and `coffer call` with COFFER_AUTH_HEADLESS=1)
 
 
-def allow_person(headless: bool) -> None:
-    """This process may run the authorization flow: a person is at the terminal (or `headless`)."""
+@contextmanager
+def person(headless: bool) -> Iterator[None]:
+    """While inside, this process may run the authorization flow: a person is at the terminal (or
+    `headless`). Scoped, so nothing started later (a `coffer call`) authorises without being asked."""
+    before = dict(_person)
     _person["headless"] = headless
+    try:
+        yield
+    finally:
+        _person.clear()
+        _person.update(before)
 
 
 def person_mode() -> bool | None:
@@ -66,6 +77,48 @@ async def provider_for(server: str, url: str, enabled: bool) -> AsyncIterator[OA
         yield provider
 
 
+class CofferOAuth(OAuthClientProvider):
+    """The SDK's provider, with two gaps filled: a token loaded from the store keeps its expiry (so it
+    is refreshed before use once past it), and a 401 on a request with a refreshable token is met by a
+    refresh and one retry before a new authorisation is asked for."""
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        tokens = self.context.current_tokens
+        if tokens is not None and tokens.expires_in is not None:
+            self.context.update_token_expiry(tokens)
+
+    failure: BaseException | None = None  # why the last flow failed, for the upstream's one-line error
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        for attempt in range(2):
+            inner = super()._auth_flow(request)
+            retry = False
+            try:
+                outgoing = await inner.__anext__()
+                while True:
+                    response = yield outgoing
+                    if (
+                        attempt == 0
+                        and outgoing is request
+                        and response.status_code == 401
+                        and self.context.can_refresh_token()
+                    ):
+                        retry = True
+                        break
+                    outgoing = await inner.asend(response)
+            except StopAsyncIteration:
+                return
+            except (OAuthFlowError, AuthorizationNeeded) as exc:
+                self.failure = exc
+                raise
+            finally:
+                await inner.aclose()
+            if not retry:
+                return
+            self.context.token_expiry_time = time.time() - 1  # the server says it is spent: refresh first
+
+
 def client_metadata(redirect_uri: str, scope: str | None = None) -> OAuthClientMetadata:
     return OAuthClientMetadata(
         client_name=f"Coffer {__version__}",
@@ -86,7 +139,7 @@ def unattended(server: str, url: str) -> OAuthClientProvider:
     async def nothing() -> AuthorizationCodeResult:  # never reached: `refuse` raises first
         raise AuthorizationNeeded(f"server '{server}' needs authorisation: run `coffer auth {server}`")
 
-    return OAuthClientProvider(url, client_metadata("http://127.0.0.1/callback"), OAuthStore(server), refuse, nothing)
+    return CofferOAuth(url, client_metadata("http://127.0.0.1/callback"), OAuthStore(server), refuse, nothing)
 
 
 @asynccontextmanager
@@ -136,7 +189,7 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
     async with anyio.create_task_group() as tg:
         tg.start_soon(listener.serve, serve_callback)
         try:
-            yield OAuthClientProvider(url, client_metadata(redirect_uri), OAuthStore(server), redirect, callback)
+            yield CofferOAuth(url, client_metadata(redirect_uri), OAuthStore(server), redirect, callback)
         finally:
             tg.cancel_scope.cancel()
             await listener.aclose()
@@ -151,8 +204,6 @@ async def _read_request(stream: anyio.abc.SocketStream) -> bytes:
 
 async def _follow(authorization_url: str) -> None:
     """Headless: fetch the authorization URL and follow its redirects to the loopback callback."""
-    import httpx2
-
     async with httpx2.AsyncClient(follow_redirects=True, timeout=30.0) as http:
         response = await http.get(authorization_url)
     if response.status_code >= 400:
@@ -169,8 +220,6 @@ def needs_oauth(status: int | None, www_authenticate: str | None) -> bool:
 
 async def challenge(url: str, headers: dict[str, str]) -> bool:
     """Does the server at `url` answer an unauthenticated initialize with 401 and a Bearer challenge?"""
-    import httpx2
-
     body = {
         "jsonrpc": "2.0",
         "id": 0,

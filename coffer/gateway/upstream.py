@@ -23,6 +23,7 @@ from typing import Any, Protocol
 import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
+from mcp.client.auth.exceptions import OAuthFlowError
 from pydantic import TypeAdapter
 
 from coffer import __version__
@@ -148,6 +149,7 @@ class Upstream:
         self._transport_error: BaseException | None = None
         self._dirty: set[str] = set()
         self._relisting = False
+        self._auth: Any = None  # the OAuth provider of the current HTTP connection, if any
         self.told: frozenset[str] = frozenset()  # host capabilities this session was told of (coffer.gateway.relay)
 
     # ------------------------------------------------------------------ lifecycle
@@ -211,6 +213,7 @@ class Upstream:
     async def _run(self) -> None:
         self.spawns += 1
         self._transport_error = None
+        self._auth = None
         self.stats = StreamStats(secrets=self.stats.secrets)
         slot = self.pool.gate.slot()
         exited = self._exited = anyio.Event()
@@ -269,6 +272,8 @@ class Upstream:
         leaf = _leaf(error)
         if isinstance(leaf, MCPError) and self._transport_error is not None:
             leaf = self._transport_error  # e.g. the HTTP 401 behind an initialize that never got an answer
+        if getattr(self._auth, "failure", None) is not None:
+            leaf = self._auth.failure  # the OAuth flow's own reason beats the 401 that started it
         self.last_error, self.error_class, permanent = self._describe(leaf)
         self.state = State.FAILED if permanent else State.DOWN
         self.retry_at = math.inf if permanent else now + backoff(self.failures)
@@ -281,6 +286,8 @@ class Upstream:
             return str(exc), "missing_secret", True
         if isinstance(exc, oauth.AuthorizationNeeded):
             return str(exc), "auth_needed", True
+        if isinstance(exc, OAuthFlowError):  # discovery, registration or token exchange refused
+            return f"server '{self.name}': authorisation failed: {exc}", "auth_failed", True
         if isinstance(exc, FileNotFoundError | NotADirectoryError):
             return f"command not found: {self.cfg.command}", "spawn_enoent", True
         if isinstance(exc, PermissionError):
@@ -315,6 +322,7 @@ class Upstream:
                 oauth.provider_for(cfg.name, cfg.url, cfg.oauth) as auth,
                 http_pipe(cfg.url, headers, self.stats, auth) as streams,
             ):
+                self._auth = auth
                 yield streams
             return
         extra = resolved_env(cfg)
@@ -418,6 +426,11 @@ class Upstream:
             if exc.code != types.CONNECTION_CLOSED:
                 raise
             self._restartable()
+            if self.cfg.oauth:  # an OAuth server whose authorisation ended: let the supervisor say so
+                with anyio.move_on_after(2.0):
+                    await self._done.wait()
+                if self.error_class == "auth_needed" and self.last_error:
+                    raise UpstreamUnavailable(self.last_error) from exc
             tail = self.stats.last_stderr_line()
             raise UpstreamUnavailable(
                 f"server '{self.name}' closed the connection during the request{f'; stderr: {tail}' if tail else ''}"

@@ -34,11 +34,12 @@ def authorise(name: str, headless: bool = False) -> doctor.Refreshed:
     if not cfg.oauth:
         registry.set_oauth(name, True)
         cfg = dataclasses.replace(cfg, oauth=True)
-    oauth.allow_person(headless)
     waited = dataclasses.replace(cfg, timeout=max(cfg.timeout, oauth.PERSON_WAIT_S if not headless else 60.0))
-    (result,) = doctor.refresh([waited])
+    with oauth.person(headless):
+        (result,) = doctor.refresh([waited])
     if result.status != "ok":
-        raise UpstreamError(f"{name}: authorisation failed: {result.error}")
+        error = str(result.error)
+        raise UpstreamError(error if "authorisation failed" in error else f"{name}: authorisation failed: {error}")
     return result
 
 
@@ -63,19 +64,23 @@ async def _call(exposed: str, arguments: dict[str, Any]) -> dict[str, Any]:
             reason = _why_not(reg, snapshot, pins, exposed)
             raise NotFoundError(reason)
         cfg = reg.servers[tool.server]
-    async with Pool(limit=1) as pool:
+    request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool.tool, arguments=arguments))
+    failure: CofferError | None = None
+    result: dict[str, Any] = {}
+    async with Pool(limit=1) as pool:  # errors leave the pool's task group as they are, not as a group
         pool.sync([cfg])
-        up = pool.upstreams[cfg.name]
-        request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool.tool, arguments=arguments))
         try:
-            return await up.request(request)
+            result = await pool.upstreams[cfg.name].request(request)
         except UpstreamUnavailable as exc:
-            raise UpstreamError(str(exc)) from None
-        except CofferError:
-            raise
+            failure = UpstreamError(str(exc))
+        except CofferError as exc:
+            failure = exc
         except Exception as exc:  # an upstream JSON-RPC error: shown as one line
             message = getattr(getattr(exc, "error", None), "message", None) or str(exc)
-            raise UpstreamError(f"{cfg.name}: {message}") from None
+            failure = UpstreamError(f"{cfg.name}: {message}")
+    if failure is not None:
+        raise failure
+    return result
 
 
 def _why_not(reg: registry.Registry, snapshot: catalogue.Snapshot | None, pins: Pins, exposed: str) -> str:

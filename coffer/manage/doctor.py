@@ -254,6 +254,7 @@ class ServerDiagnosis:
     advertised: int = 0
     tokens: int = 0
     tokens_from: str | None = None  # "live", "snapshot" or None when nothing is known
+    auth: str | None = None  # OAuth servers: authorised, expired, expired (refreshable) or none
     missing_from_first_list: bool = False  # never listed (no snapshot entry, or only a failure): not in the first list
     name_problems: list[str] = field(default_factory=list)
     error: str | None = None
@@ -362,6 +363,12 @@ def _diagnose(
             diag.error, diag.error_class, diag.stderr_tail = probe.error, probe.error_class, probe.stderr_tail
             if probe.garbage_lines:
                 diag.notes.append(f"{probe.garbage_lines} non-JSON line(s) on stdout (ignored)")
+        if cfg.oauth:
+            from coffer.trust import oauth_store
+
+            diag.auth = oauth_store.state(cfg.name)
+            if diag.auth != "authorised":
+                diag.notes.append(f"OAuth: {diag.auth} (`coffer auth {cfg.name}`)")
         entry = snapshot.servers.get(cfg.name) if snapshot is not None else None
         if cfg.enabled and (entry is None or entry.error):
             why = f": {entry.error}" if entry is not None and entry.error else ""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from coffer.errors import NotFoundError
 from coffer.memory import store as memory
+from coffer.trust import oauth_store
 from coffer.trust.pinning import Pins, approve_server_config
 from coffer.vault import catalogue, registry
 
@@ -51,5 +52,8 @@ def trust_states(reg: registry.Registry) -> dict[str, dict[str, object]]:
             state = "disabled" if not cfg.enabled else ("needs approval" if approval != "approved" else "ok")
             if state == "ok" and held.get(name):
                 state = "tools held"
-            out[name] = {"state": state, "approval": approval, "held": sorted(held.get(name, []))}
+            auth = oauth_store.state(name) if cfg.oauth else None
+            if state == "ok" and auth in ("none", "expired"):
+                state = "needs sign-in"
+            out[name] = {"state": state, "approval": approval, "held": sorted(held.get(name, [])), "auth": auth}
     return out

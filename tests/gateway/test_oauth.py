@@ -1,0 +1,139 @@
+"""OAuth upstreams end to end: an authorization server and the MCP server it protects run on 127.0.0.1
+(tests/fixtures/oauth_server.py); Coffer adds, authorises (headless), calls, refreshes, survives expiry
+during `serve`, reports revocation, fails cleanly on missing metadata, and never lets a token out."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from coffer.trust import secrets
+from tests.conftest import run_cli
+from tests.fixtures.gateway_harness import add_fixture, serve, text
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "oauth_server.py"
+CANARY = "CANARYx9f3"
+
+
+@pytest.fixture(autouse=True)
+def file_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(secrets.ENV_BACKEND, "file")  # never a developer's real keyring
+
+
+def start(*extra: str) -> Iterator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = [sys.executable, str(FIXTURE), "--port", str(port), "--canary", CANARY, *extra]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    yield from start()
+
+
+@pytest.fixture
+def short_lived() -> Iterator[str]:
+    yield from start("--ttl", "1")
+
+
+def control(base: str, what: str) -> dict[str, int] | None:
+    method = "GET" if what == "stats" else "POST"
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/control/{what}", method=method)) as response:
+        body = response.read()
+    return json.loads(body) if what == "stats" else None
+
+
+def out(result: object) -> str:
+    return str(result.stdout) + str(result.stderr)  # type: ignore[attr-defined]
+
+
+def signed_in(cli: CliRunner, base: str) -> list[str]:
+    outputs = [out(run_cli(cli, "add", "fx", "--url", f"{base}/mcp"))]
+    assert "authorises with OAuth" in outputs[0]
+    outputs.append(out(run_cli(cli, "auth", "fx", "--headless")))
+    assert "'fx' authorised; it serves 1 tool" in outputs[-1]
+    return outputs
+
+
+def test_sign_in_call_and_no_token_anywhere_else(cli: CliRunner, coffer_home: Path, server: str) -> None:
+    outputs = signed_in(cli, server)
+    outputs.append(out(run_cli(cli, "call", "fx__whoami")))
+    assert outputs[-1].strip() == "authorised caller"
+    listed = json.loads(run_cli(cli, "list", "--json").stdout)["servers"][0]  # type: ignore[attr-defined]
+    assert listed["oauth"] is True and listed["auth"] == "authorised" and listed["state"] == "ok"
+    outputs += [out(run_cli(cli, *args)) for args in (["list"], ["show", "fx", "--json"], ["doctor", "--json"])]
+    assert "oauth = true" in (coffer_home / "coffer.toml").read_text()
+    for text_out in outputs:
+        assert CANARY not in text_out
+    holders = [p.name for p in coffer_home.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+    assert holders == ["secrets.json"]
+    assert (coffer_home / "secrets.json").stat().st_mode & 0o777 == 0o600
+    assert control(server, "stats") == {"codes": 1, "refreshes": 0, "registrations": 1}
+
+    run_cli(cli, "auth", "fx", "--logout")
+    names = [s.name for s in secrets.list_secrets()]
+    assert not any(n.startswith("oauth.fx.") for n in names)
+    refused = run_cli(cli, "call", "fx__whoami", code=6)
+    assert "coffer auth fx" in out(refused)
+
+
+def test_an_expired_token_is_refreshed_before_use(cli: CliRunner, short_lived: str) -> None:
+    signed_in(cli, short_lived)
+    time.sleep(1.5)  # the access token (1 s) is past its time; the refresh token is not
+    assert out(run_cli(cli, "call", "fx__whoami")).strip() == "authorised caller"
+    stats = control(short_lived, "stats")
+    assert stats is not None and stats["refreshes"] >= 1 and stats["codes"] == 1  # refreshed, not re-authorised
+
+
+@pytest.mark.anyio
+async def test_expiry_and_revocation_during_serve(cli: CliRunner, coffer_home: Path, server: str) -> None:
+    await anyio.to_thread.run_sync(lambda: signed_in(cli, server))
+    add_fixture(coffer_home, "local")
+    async with serve(coffer_home) as s:
+        assert text(await s.call("fx__whoami")) == "authorised caller"
+        await anyio.to_thread.run_sync(control, server, "expire")
+        result = await s.call("fx__whoami")  # a 401 on the live session: refreshed, the call goes through
+        assert not result.is_error and text(result) == "authorised caller"
+        stats = await anyio.to_thread.run_sync(control, server, "stats")
+        assert stats is not None and stats["refreshes"] >= 1
+
+        await anyio.to_thread.run_sync(control, server, "revoke")
+        revoked = await s.call("fx__whoami")
+        assert revoked.is_error and "coffer auth fx" in text(revoked) and CANARY not in text(revoked)
+        assert text(await s.call("local__echo", {"text": "still"})) == "still"  # the others go on
+
+
+@pytest.fixture
+def bad_metadata() -> Iterator[str]:
+    yield from start("--bad-metadata")
+
+
+def test_bad_metadata_is_a_clear_error_and_nothing_is_kept(cli: CliRunner, bad_metadata: str) -> None:
+    run_cli(cli, "add", "fx", "--url", f"{bad_metadata}/mcp", "--no-probe")
+    failed = run_cli(cli, "auth", "fx", "--headless", code=6)
+    lines = [line for line in failed.stderr.splitlines() if line.strip()]  # type: ignore[attr-defined]
+    assert len(lines) == 1 and "authorisation failed" in lines[0] and "issuer mismatch" in lines[0], lines
+    assert not any(s.name.startswith("oauth.fx.tokens") for s in secrets.list_secrets())
