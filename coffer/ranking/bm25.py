@@ -104,8 +104,9 @@ class BM25Index:
     def vocabulary_size(self) -> int:
         return len(self._spans)
 
-    def scores(self, query_terms: Sequence[str]) -> np.ndarray:
-        """Score of every doc for the query (0.0 where no query term occurs); repeats count once."""
+    def scores(self, query_terms: Sequence[str], weights: dict[str, float] | None = None) -> np.ndarray:
+        """Score of every doc for the query (0.0 where no query term occurs); repeats count once, and
+        `weights` scales a term's contribution (the query's action, a mapped synonym)."""
         import numpy as np
 
         out = np.zeros(self.n_docs, dtype=np.float32)
@@ -113,5 +114,6 @@ class BM25Index:
             span = self._spans.get(term)
             if span is not None:
                 lo, hi = span
-                out[self._docs[lo:hi]] += self._impacts[lo:hi]  # doc ids are unique within a term
+                weight = 1.0 if weights is None else weights.get(term, 1.0)
+                out[self._docs[lo:hi]] += self._impacts[lo:hi] * weight  # doc ids are unique within a term
         return out

@@ -15,6 +15,7 @@ from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
 from coffer.ranking.tokenize import expand_abbreviations, tokenize
+from coffer.ranking.vocabulary import rewrite, split_steps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,6 +32,8 @@ MINILM_BM25_WEIGHT = 0.2
 MINILM_SHARE = 0.625  # of the semantic part: 0.5 / (0.3 + 0.5)
 # Where the best tool for an implied need goes when it is not already above that place (0-based).
 IMPLIED_SLOT = 2
+NAME_COVER_BONUS = 0.05
+NAME_COVER_CANDIDATES = 30
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class Ranker:
         bm25_weight: float | None = None,
         embeddings: str | None = None,
         implied_needs: bool = False,
+        split_steps: bool = True,
     ):
         from coffer.ranking.minilm import requested_backend
 
@@ -113,8 +117,10 @@ class Ranker:
         self.docs: list[Doc] = list(docs)
         self.mode = mode
         self.implied_needs = implied_needs
+        self.split_steps = split_steps
         self.note: str | None = None
         self._bm25 = BM25Index([doc_fields(d) for d in self.docs], bm25_params)
+        self._name_terms: list[frozenset[str]] | None = None  # built on first use (coffer.ranking.vocabulary)
         self._semantic: _SemanticIndex | None = None
         self._dense: _DenseIndex | None = None
         if mode != "bm25":
@@ -184,31 +190,82 @@ class Ranker:
 
         if not self.docs:
             return np.zeros(0, dtype=np.float32)
+        rw = rewrite(query)  # developer vocabulary, action weight (coffer.ranking.vocabulary)
         if self._semantic is None:
-            return self._bm25.scores(tokenize(query))
-        semantic = self._semantic.scores(query)
+            return self._bm25.scores(rw.terms, rw.weights)
+        semantic = self._semantic.scores(rw.text)
         if self._dense is not None:
-            dense = self._dense.scores(query)
+            dense = self._dense.scores(rw.text)
             semantic = (1.0 - MINILM_SHARE) * minmax_normalise(semantic) + MINILM_SHARE * minmax_normalise(dense)
             if self.mode == "semantic":
                 return semantic
-            bm25 = max_normalise(self._bm25.scores(tokenize(query)))
+            bm25 = max_normalise(self._bm25.scores(rw.terms, rw.weights))
             return self.bm25_weight * bm25 + (1.0 - self.bm25_weight) * semantic
         if self.mode == "semantic":
             return semantic
-        return weighted_fusion(self._bm25.scores(tokenize(query)), semantic, self.bm25_weight)
+        return self._name_cover(
+            weighted_fusion(self._bm25.scores(rw.terms, rw.weights), semantic, self.bm25_weight), rw.terms
+        )
+
+    def _name_cover(self, scores: np.ndarray, query_terms: list[str]) -> np.ndarray:
+        """Among the leading candidates, a tool whose whole name the query explains ("open a PR" covers
+        create_pull_request, not create_pull_request_review) gets `NAME_COVER_BONUS`."""
+        if NAME_COVER_BONUS <= 0 or not len(scores):
+            return scores
+        if self._name_terms is None:
+            self._name_terms = [frozenset(tokenize(d.name)) for d in self.docs]
+        wanted = set(query_terms)
+        out = scores.copy()
+        for i in top_k(scores, NAME_COVER_CANDIDATES):
+            terms = self._name_terms[i]
+            if terms and terms <= wanted:
+                out[i] += NAME_COVER_BONUS
+        return out
 
     def search(self, query: str, k: int = 5) -> RankResult:
         """The k best docs for `query`, best first, never a zero-score doc.
 
-        Raises UsageError when k < 1.
+        A request of several actions ("find X, then write a report to out.pdf") is ranked per action
+        and the lists are merged turn by turn, so every action gets a place in the k
+        (`coffer.ranking.vocabulary.split_steps`). Raises UsageError when k < 1.
         """
         if k < 1:
             raise UsageError(f"top_k must be at least 1, got {k}")
+        steps = split_steps(query) if self.split_steps else [query]
+        if len(steps) > 1:
+            return self._search_steps(query, steps, k)
         scores = self.scores(query)
         needs = implied_queries(query) if self.implied_needs and k > 1 else []
         order = top_k(scores, k + len(needs))
         values = {i: float(scores[i]) for i in order}
+        for n, need in enumerate(needs):
+            self._place_implied(need, min(IMPLIED_SLOT + n, k - 1), order, values)
+        hits = [(self.docs[i], round(values[i], 6)) for i in order[:k]]
+        return RankResult(hits=hits, ranker=self.ranker, total=self.total, note=self.note)
+
+    def _search_steps(self, query: str, steps: list[str], k: int) -> RankResult:
+        """Round robin over the steps' own rankings (each normalised to its best), duplicates skipped;
+        a score never rises down the list."""
+        import numpy as np
+
+        lists: list[list[tuple[int, float]]] = []
+        for step in [query, *steps]:  # the whole request first: it keeps the context a step may lack
+            scores = self.scores(step)
+            best = float(np.max(scores)) if len(scores) else 0.0
+            lists.append([(i, float(scores[i]) / best if best > 0 else 0.0) for i in top_k(scores, k)])
+        taken: dict[int, float] = {}
+        depth = 0
+        while len(taken) < k and any(depth < len(items) for items in lists):
+            for items in lists:
+                if depth < len(items) and items[depth][0] not in taken and len(taken) < k:
+                    taken[items[depth][0]] = items[depth][1]
+            depth += 1
+        order, values, ceiling = [], {}, 1.0
+        for i, value in taken.items():
+            ceiling = min(ceiling, value)
+            order.append(i)
+            values[i] = ceiling
+        needs = implied_queries(query) if self.implied_needs and k > 1 else []
         for n, need in enumerate(needs):
             self._place_implied(need, min(IMPLIED_SLOT + n, k - 1), order, values)
         hits = [(self.docs[i], round(values[i], 6)) for i in order[:k]]

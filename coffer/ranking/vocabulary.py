@@ -1,0 +1,213 @@
+"""How developers ask for tools, in the words tools are described with.
+
+People type "open a PR", "grab the README", "kill the dev server", "tail the logs", "ls src"; tool
+catalogues say create_pull_request, get_file_contents, kill_process, get logs, list_directory. This
+module is a small, documented vocabulary applied to every query (never to the catalogue):
+
+- verb intents: a verb people use for an action, and the verb catalogues use for it (`VERB_INTENTS`),
+  some only next to certain objects (`OBJECT_INTENTS`: you open a pull request by creating it, but
+  open a file by reading it);
+- shell and jargon short forms (`SHELL_WORDS`), on top of the abbreviations every text gets
+  (`coffer.ranking.tokenize.ABBREVIATIONS`: PR, repo, k8s, db ...);
+- the action weighs more than the things it acts on: the query's first action word (and what it maps
+  to) counts `ACTION_WEIGHT` times in BM25, so "buy a ticket" prefers the buyer over the ticket search.
+
+`rewrite(query)` returns the BM25 terms with their weights and the text the embedder should see.
+Rules here are general English and developer usage, not phrases from any eval set.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from coffer.ranking.tokenize import expand_abbreviations, split_words, tokenize
+
+ACTION_WEIGHT = 1.0
+EXPANSION_WEIGHT = 0.3
+SHELL_WEIGHT = 1.0  # `cat`, `ls`, `mr`: words catalogues never use, so their meaning counts in full
+MAPPED_ACTION_WEIGHT = 0.3  # ... except the action's own mapping ("open a PR": create)
+
+# verb people type -> verbs catalogues use (always)
+VERB_INTENTS: dict[str, tuple[str, ...]] = {
+    "grab": ("get",),
+    "fetch": ("get",),
+    "retrieve": ("get",),
+    "obtain": ("get",),
+    "show": ("get", "list"),
+    "kill": ("stop", "terminate"),
+    "terminate": ("stop", "kill"),
+    "halt": ("stop",),
+    "end": ("stop",),
+    "tail": ("logs", "read"),
+    "spin": ("start", "create"),
+    "launch": ("start", "run"),
+    "boot": ("start",),
+    "nuke": ("delete",),
+    "erase": ("delete",),
+    "wipe": ("delete",),
+    "drop": ("delete",),
+    "modify": ("update", "edit"),
+    "change": ("update", "edit"),
+    "tweak": ("update", "edit"),
+    "rename": ("move", "update"),
+    "lookup": ("search", "find"),
+    "look": ("search", "find"),
+    "locate": ("find", "search"),
+    "save": ("write",),
+    "store": ("write", "save"),
+    "dump": ("write", "export"),
+    "book": ("reserve",),
+    "ping": ("check", "status"),
+}
+
+# shell and jargon words -> what catalogues say
+SHELL_WORDS: dict[str, tuple[str, ...]] = {
+    "ls": ("list", "directory"),
+    "dir": ("directory",),
+    "rm": ("delete", "remove"),
+    "rmdir": ("delete", "directory"),
+    "mkdir": ("create", "directory"),
+    "cat": ("read", "file"),
+    "cp": ("copy",),
+    "mv": ("move",),
+    "grep": ("search",),
+    "curl": ("fetch", "http"),
+    "wget": ("download",),
+    "ps": ("list", "process"),
+    "mr": ("merge", "request"),
+    "mrs": ("merge", "request"),
+    "cfg": ("configuration",),
+    "conf": ("configuration",),
+    "deps": ("dependencies",),
+    "pkg": ("package",),
+    "creds": ("credentials",),
+    "auth": ("authentication",),
+    "gh": ("github",),
+    "logs": ("log",),
+    "bug": ("issue",),
+    "bugs": ("issue",),
+    "readme": ("file",),
+}
+
+# verb + object -> the catalogue's verb for that pair ("open a PR" creates one, "open a file" reads it)
+_CREATE_OBJECTS = ("pull", "pr", "prs", "mr", "merge", "issue", "ticket", "bug", "branch", "incident", "repo")
+OBJECT_INTENTS: dict[str, list[tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    "open": [
+        (_CREATE_OBJECTS, ("create",)),
+        (("file", "document", "doc"), ("read",)),
+        (("url", "page", "link", "tab", "website", "site", "browser"), ("navigate", "open")),
+    ],
+    "file": [(("pull", "pr", "mr", "issue", "ticket", "bug", "incident", "report"), ("create",))],
+    "raise": [(("pull", "pr", "mr", "issue", "ticket", "bug", "incident"), ("create",))],
+    "submit": [(("pull", "pr", "mr", "issue", "ticket", "bug", "form"), ("create",))],
+    "cut": [(("branch", "release", "tag"), ("create",))],
+    "new": [((*_CREATE_OBJECTS, "file", "directory", "folder", "project"), ("create",))],
+    "make": [((*_CREATE_OBJECTS, "file", "directory", "folder", "project", "table"), ("create",))],
+    "add": [(("issue", "ticket", "comment", "note", "label", "file", "directory"), ("create",))],
+    "pull": [(("changes", "latest", "upstream", "origin", "main", "master"), ("fetch", "pull"))],
+}
+
+# Words that start an action in a query (what the action weight applies to), besides the keys above.
+ACTION_VERBS: frozenset[str] = frozenset(
+    {
+        *("create", "get", "list", "delete", "remove", "update", "edit", "read", "write", "search", "find"),
+        *("send", "post", "reply", "stop", "start", "run", "execute", "restart", "deploy", "merge", "close"),
+        *("open", "move", "copy", "download", "upload", "install", "build", "test", "check", "navigate"),
+        *("click", "type", "fill", "take", "capture", "convert", "translate", "summarize", "summarise"),
+        *("buy", "purchase", "order", "pay", "request", "book", "reserve", "cancel", "schedule", "add"),
+        *("query", "insert", "commit", "push", "fork", "clone", "analyze", "analyse", "compare", "count"),
+        *("calculate", "compute", "generate", "draw", "plot", "render", "export", "import", "share"),
+        *("subscribe", "unsubscribe", "invite", "assign", "approve", "review", "comment", "tag", "label"),
+        *("monitor", "watch", "track", "log", "record", "play", "pause", "resume", "scrape", "crawl", "visit"),
+        *("browse", "show", "display", "view", "describe", "explain", "set", "enable", "disable", "rename"),
+        *VERB_INTENTS,
+        *OBJECT_INTENTS,
+        *("ls", "rm", "mkdir", "cat", "cp", "mv", "grep", "curl", "wget", "tail"),
+    }
+)
+
+
+@dataclass
+class Rewrite:
+    """A query as the ranker uses it: weighted BM25 terms and the text for the embedder."""
+
+    terms: list[str]
+    weights: dict[str, float] = field(default_factory=dict)
+    text: str = ""
+    action: str | None = None  # the word taken as the query's action, if any
+
+
+def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(word, what it maps to) for every word of the query this vocabulary knows. A verb that depends
+    on its object ("open") is read only as the query's action: in "list the open pull requests" it
+    describes the pull requests and maps to nothing."""
+    found: list[tuple[str, tuple[str, ...]]] = []
+    action = next((w for w in words if w in ACTION_VERBS), None)
+    for i, word in enumerate(words):
+        if word in SHELL_WORDS:
+            found.append((word, SHELL_WORDS[word]))
+        if word in VERB_INTENTS:
+            found.append((word, VERB_INTENTS[word]))
+        for objects, target in OBJECT_INTENTS.get(word, []) if word == action else []:
+            if any(w in objects for w in words[i + 1 : i + 5]):
+                found.append((word, target))
+                break
+    return found
+
+
+def rewrite(query: str) -> Rewrite:
+    """The query's BM25 terms (mapped words added at `EXPANSION_WEIGHT`, the action at `ACTION_WEIGHT`)
+    and the embedder's text (short forms spelled out, mapped verbs appended)."""
+    words = split_words(query)
+    terms = tokenize(query)
+    weights: dict[str, float] = dict.fromkeys(terms, 1.0)
+    mapped = intents(words)
+    extra: list[str] = []
+    for word, targets in mapped:
+        weight = SHELL_WEIGHT if word in SHELL_WORDS else EXPANSION_WEIGHT
+        for target in targets:
+            for term in tokenize(target):
+                if term not in weights:
+                    weights[term] = weight
+                    terms.append(term)
+                extra.append(target)
+    action = next((w for w in words if w in ACTION_VERBS), None)
+    if action is not None:
+        action_terms = set(tokenize(action))
+        for word, targets in mapped:
+            if word == action:
+                action_terms |= {t for target in targets for t in tokenize(target)}
+        for term in action_terms:
+            if term in weights:
+                # what the action maps to is the catalogue's word for what the user typed: full weight
+                weights[term] = max(weights[term], MAPPED_ACTION_WEIGHT) * ACTION_WEIGHT
+    text = expand_abbreviations(query)
+    if extra:
+        text = f"{text} ({' '.join(dict.fromkeys(extra))})"
+    return Rewrite(terms=terms, weights=weights, text=text, action=action)
+
+
+SPLIT_ON_AND = False
+MIN_STEP_TERMS = 2  # "book it" alone says too little to rank by; it stays with the whole request
+
+_STEP_BREAK = re.compile(
+    r"\s*(?:[;\n]+|,?\s*\b(?:and then|then|after that|afterwards|finally|and finally)\b)\s*",
+    re.IGNORECASE,
+)
+_AND = re.compile(r",?\s+and\s+(?=(\w+))", re.IGNORECASE)
+
+
+def split_steps(query: str) -> list[str]:
+    """The actions of a multi-step request, in order ("find X, then write a report to out.pdf" -> two);
+    one step when there is nothing to split. An "and" splits only before an action verb."""
+    parts: list[str] = []
+    for chunk in _STEP_BREAK.split(query):
+        start = 0
+        for match in _AND.finditer(chunk) if SPLIT_ON_AND else ():
+            if match.group(1).lower() in ACTION_VERBS:
+                parts.append(chunk[start : match.start()])
+                start = match.end()
+        parts.append(chunk[start:])
+    steps = [p.strip(" ,.") for p in parts if len(tokenize(p)) >= MIN_STEP_TERMS]
+    return steps if len(steps) > 1 else [query]

@@ -1,0 +1,98 @@
+"""The developer vocabulary (coffer.ranking.vocabulary) on its own, and through the ranker on the 222 real tools."""
+
+from __future__ import annotations
+
+import pytest
+
+from coffer.ranking import search_tools
+from coffer.ranking.tokenize import split_words, tokenize
+from coffer.ranking.vocabulary import ACTION_VERBS, intents, rewrite, split_steps
+from coffer.vault.catalogue import build_tools
+from tests.ranking.test_ranking import real_tools
+
+
+def mapped(query: str) -> set[str]:
+    return {target for _, targets in intents(split_words(query)) for target in targets}
+
+
+@pytest.mark.parametrize(
+    ("query", "means"),
+    [
+        ("open a PR", {"create"}),
+        ("open a pull request", {"create"}),
+        ("open the file", {"read"}),
+        ("open the page in a new tab", {"navigate"}),
+        ("file a bug", {"create", "issue"}),
+        ("cut a release branch", {"create"}),
+        ("grab the logs", {"get", "log"}),
+        ("kill the dev server", {"stop"}),
+        ("tail the access log", {"logs", "read"}),
+        ("ls src", {"list", "directory"}),
+        ("rm the temp dir", {"delete", "directory"}),
+        ("mkdir build", {"create", "directory"}),
+        ("cat package.json", {"read", "file"}),
+        ("merge the MR", {"merge", "request"}),
+    ],
+)
+def test_intents(query: str, means: set[str]) -> None:
+    assert means <= mapped(query)
+
+
+def test_objects_decide_what_open_means() -> None:
+    assert "create" not in mapped("open the file") and "read" not in mapped("open a PR")
+    assert mapped("list the open pull requests") == set()  # "open" here describes, it does not act
+
+
+def test_rewrite_weights_typed_words_over_mapped_ones() -> None:
+    rw = rewrite("open a PR")
+    assert {"open", "pull", "request", "creat"} <= set(rw.terms)
+    assert rw.weights["pull"] == 1.0 and 0 < rw.weights["creat"] < 1.0
+    assert rw.action == "open" and "pull request" in rw.text and "(create)" in rw.text
+    assert rewrite("list files").terms == tokenize("list files")  # nothing to map: the query as typed
+
+
+def test_split_steps() -> None:
+    assert split_steps("search arxiv for RAG papers, then write a summary to notes.md") == [
+        "search arxiv for RAG papers",
+        "write a summary to notes.md",
+    ]
+    assert split_steps("get the weather in Tokyo; then email it to bob; finally post it on slack") == [
+        "get the weather in Tokyo",
+        "email it to bob",
+        "post it on slack",
+    ]
+    assert split_steps("open a PR") == ["open a PR"]
+    assert split_steps("read the file and the config") == ["read the file and the config"]
+    assert split_steps("find flights, then book it") == ["find flights, then book it"]  # "book it" says too little
+    assert "book" in ACTION_VERBS and "create" in ACTION_VERBS
+
+
+REAL = [t for t in real_tools()]
+
+
+@pytest.mark.parametrize(
+    ("query", "first"),
+    [
+        ("open a PR", "github__create_pull_request"),
+        ("cat package.json", None),  # any file reader
+        ("kill the process on port 3000", "desktop-commander__kill_process"),
+        ("grab the README from the repo", "github__get_file_contents"),
+    ],
+)
+def test_developer_queries_find_the_obvious_tool(query: str, first: str | None) -> None:
+    hits = [doc.id for doc, _ in search_tools(REAL, query, 5).hits]
+    if first is None:
+        assert "read" in hits[0] and "file" in hits[0], hits
+    else:
+        assert hits[0] == first, hits
+
+
+def test_each_step_of_a_request_gets_a_place() -> None:
+    hits = [
+        doc.id for doc, _ in search_tools(REAL, "search the web for MCP gateways, then write a summary file", 5).hits
+    ]
+    assert any("search" in h for h in hits) and any("write" in h for h in hits), hits
+
+
+def test_build_tools_names_are_what_search_returns() -> None:
+    assert {t.name for t in build_tools("github", [{"name": "create_pull_request"}])} == {"github__create_pull_request"}
