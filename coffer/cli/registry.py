@@ -5,13 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import anyio
 import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
 from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError, UsageError
-from coffer.manage import servers
 from coffer.vault import catalogue, paths, registry
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
@@ -73,6 +71,10 @@ def add(
     ] = None,
 ) -> None:
     """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
+    import anyio
+
+    from coffer.manage import servers
+
     if url and command:
         raise UsageError("give either a command (after --) or --url, not both")
     if header and not url:
@@ -155,6 +157,7 @@ def _safe_headers(cfg: registry.ServerConfig) -> dict[str, str]:
 
 def _probe(cfg: registry.ServerConfig) -> dict[str, int]:
     """List the new server's tools into the catalogue (bounded); raises UpstreamError when it cannot."""
+    from coffer.manage import servers
     from coffer.manage.doctor import probe_and_record
 
     counts = probe_and_record(cfg)
@@ -175,6 +178,8 @@ def remove(
     as_json: JsonOpt = False,
 ) -> None:
     """Remove a server from the vault, with its approval, pinned tools, catalogue entry and indexed resources."""
+    from coffer.manage import servers
+
     servers.remove_server(name)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "removed": name})
@@ -193,6 +198,8 @@ def _tool_counts(reg: registry.Registry, snap: catalogue.Snapshot | None, name: 
 @app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """List registered servers (env values masked)."""
+    from coffer.manage import servers
+
     reg = registry.load()
     snap = catalogue.load_snapshot()
     states = servers.trust_states(reg)
@@ -246,6 +253,8 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one server: launch config (env masked) and its tools."""
+    from coffer.manage import servers
+
     reg = registry.load()
     cfg = reg.get(name)
     snap = catalogue.load_snapshot()

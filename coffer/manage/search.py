@@ -27,6 +27,6 @@ def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
             "no catalogue snapshot yet: run `coffer refresh` (or start `coffer serve`) to list the servers' tools"
         )
     reg = registry.load()
-    with Pins.open(new_tools="allow") as pins:  # read only: the new-tools setting matters when observing
+    with Pins.read() as pins:  # read only, on the standard library's sqlite3: no migration, no sqlite_utils
         tools = curation.visible_tools(reg, snapshot, pins)
     return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir())

@@ -14,7 +14,7 @@ from coffer.ranking.bm25 import BM25Index, BM25Params
 from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
-from coffer.ranking.tokenize import expand_abbreviations, tokenize
+from coffer.ranking.tokenize import expand_abbreviations, save_stem_cache, tokenize, use_stem_cache
 from coffer.ranking.vocabulary import rewrite, split_steps
 
 if TYPE_CHECKING:
@@ -119,7 +119,11 @@ class Ranker:
         self.implied_needs = implied_needs
         self.split_steps = split_steps
         self.note: str | None = None
+        if cache_dir is not None:
+            use_stem_cache(cache_dir / "stems.json")
         self._bm25 = BM25Index([doc_fields(d) for d in self.docs], bm25_params)
+        if cache_dir is not None:
+            save_stem_cache()
         self._name_terms: list[frozenset[str]] | None = None  # built on first use (coffer.ranking.vocabulary)
         self._semantic: _SemanticIndex | None = None
         self._dense: _DenseIndex | None = None

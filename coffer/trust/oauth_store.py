@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
-
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from typing import TYPE_CHECKING, Any
 
 from coffer.errors import CofferError, NotFoundError, SecretError
 from coffer.trust import redact, secrets
+
+if TYPE_CHECKING:  # the SDK's models load only when a token is read or written (mcp costs ~1 s to import)
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 
 def _name(server: str, what: str) -> str:
@@ -38,6 +39,8 @@ class OAuthStore:
         data = _get(_name(self.server, "tokens"))
         if data is None:
             return None
+        from mcp.shared.auth import OAuthToken
+
         data.pop("obtained_at", None)
         expires_at = data.pop("expires_at", None)
         if isinstance(expires_at, int | float) and data.get("expires_in") is not None:
@@ -56,6 +59,8 @@ class OAuthStore:
         secrets.set_secret(_name(self.server, "tokens"), json.dumps(data))
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
+        from mcp.shared.auth import OAuthClientInformationFull
+
         data = _get(_name(self.server, "client"))
         return None if data is None else OAuthClientInformationFull.model_validate(data)
 
@@ -76,6 +81,8 @@ def state(server: str) -> str:
 
 def preregister(server: str, client_id: str, client_secret: str | None, redirect_uri: str) -> None:
     """Keep a client the user registered with the authorization server themselves."""
+    from mcp.shared.auth import OAuthClientInformationFull
+
     info = OAuthClientInformationFull(
         client_id=client_id,
         client_secret=client_secret,

@@ -22,16 +22,16 @@ in-memory copy that is reloaded only when SQLite's `data_version` says another c
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from sqlite_utils import Migrations
 
 from coffer.errors import NotFoundError, RegistryError
 from coffer.trust.pinhash import (
@@ -51,6 +51,7 @@ from coffer.vault.store import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
+    from sqlite_utils import Migrations
 
     from coffer.vault.catalogue import CatalogueTool
     from coffer.vault.registry import Registry, ServerConfig
@@ -61,22 +62,32 @@ __all__ = [
 ]  # fmt: skip
 
 log = logging.getLogger("coffer.pinning")
-MIGRATIONS = Migrations("coffer.trust")
 APPROVED, HELD, NEW = "approved", "held", "new"
+TRUST_TABLES = (
+    "CREATE TABLE IF NOT EXISTS trust_servers (server TEXT PRIMARY KEY, hash TEXT, definition TEXT, "
+    "approved_at REAL, observed_at REAL)",
+    "CREATE TABLE IF NOT EXISTS trust_tools (server TEXT NOT NULL, tool TEXT NOT NULL, exposed TEXT, "
+    "state TEXT NOT NULL, hash TEXT, definition TEXT, pending_hash TEXT, pending_definition TEXT, "
+    "first_seen REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (server, tool))",
+    "CREATE TABLE IF NOT EXISTS trust_events (id INTEGER PRIMARY KEY, ts REAL NOT NULL, server TEXT NOT NULL, "
+    "tool TEXT, event TEXT NOT NULL, old_hash TEXT, new_hash TEXT)",
+)
 
 
-@MIGRATIONS()
-def m0001_trust(db: sqlite_utils.Database) -> None:
-    for statement in (
-        "CREATE TABLE IF NOT EXISTS trust_servers (server TEXT PRIMARY KEY, hash TEXT, definition TEXT, "
-        "approved_at REAL, observed_at REAL)",
-        "CREATE TABLE IF NOT EXISTS trust_tools (server TEXT NOT NULL, tool TEXT NOT NULL, exposed TEXT, "
-        "state TEXT NOT NULL, hash TEXT, definition TEXT, pending_hash TEXT, pending_definition TEXT, "
-        "first_seen REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (server, tool))",
-        "CREATE TABLE IF NOT EXISTS trust_events (id INTEGER PRIMARY KEY, ts REAL NOT NULL, server TEXT NOT NULL, "
-        "tool TEXT, event TEXT NOT NULL, old_hash TEXT, new_hash TEXT)",
-    ):
-        db.execute(statement)
+@functools.cache
+def migrations() -> Migrations:
+    """The trust tables' migrations (built on first use: sqlite_utils costs ~0.2 s to import, which a
+    read-only `coffer search` need not pay)."""
+    from sqlite_utils import Migrations
+
+    found = Migrations("coffer.trust")
+
+    @found()
+    def m0001_trust(db: sqlite_utils.Database) -> None:
+        for statement in TRUST_TABLES:
+            db.execute(statement)
+
+    return found
 
 
 @dataclass(frozen=True)
@@ -117,11 +128,28 @@ class Pins:
             raise RegistryError(f"new_tools must be 'allow' or 'hold', not {new_tools!r}")
         pins = cls(open_db(path, check_same_thread=False), new_tools)
         with pins._lock:
-            migrate(pins.db, MIGRATIONS)
+            migrate(pins.db, migrations())
         return pins
 
+    @classmethod
+    def read(cls, path: Path | None = None) -> Pins:
+        """A read-only view of the trust state on the standard library's sqlite3 (for `coffer search`):
+        never migrates or writes; a vault with no trust tables yet reads as empty."""
+        from coffer.vault import paths
+
+        path = path or paths.db_path()
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            conn.execute("SELECT 1 FROM trust_servers LIMIT 1").fetchall()
+            conn.execute("SELECT 1 FROM trust_tools LIMIT 1").fetchall()
+        except sqlite3.Error:
+            conn = sqlite3.connect(":memory:", check_same_thread=False)
+            for statement in TRUST_TABLES:
+                conn.execute(statement)
+        return cls(conn, "allow")  # type: ignore[arg-type]
+
     def close(self) -> None:
-        self.db.conn.close()
+        getattr(self.db, "conn", self.db).close()  # a sqlite_utils Database, or sqlite3's own (`read`)
 
     def __enter__(self) -> Pins:
         return self
