@@ -20,6 +20,7 @@ from coffer.cli import doctor  # noqa: F401  isort: skip
 from coffer.cli import serve  # noqa: F401  isort: skip
 from coffer.cli import demo  # noqa: F401  isort: skip
 from coffer.cli import auth  # noqa: F401  isort: skip
+from coffer.cli import profile  # noqa: F401  isort: skip
 
 
 def main() -> None:

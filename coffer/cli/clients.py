@@ -120,12 +120,15 @@ def install(
     dry_run: DryRunOpt = False,
     name: Annotated[str, typer.Option("--name", help="Entry name in the client's config.")] = "coffer",
     force: Annotated[bool, typer.Option("--force", help="Replace an existing entry of that name.")] = False,
+    profile: Annotated[
+        str | None, typer.Option("--profile", help="Serve this client [profiles.NAME] (coffer serve --profile).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add `coffer serve` to a client's MCP config, keeping the rest of the file (backed up first)."""
     from coffer.clients import installer
 
-    plan = installer.plan_install(client, path, name=name, force=force)
+    plan = installer.plan_install(client, path, name=name, force=force, profile=profile)
     if not dry_run:
         installer.apply_install(plan)
     if as_json:

@@ -16,10 +16,18 @@ def serve(
         int | None,
         typer.Option("--http", metavar="PORT", help="Serve streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio."),
     ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", help="Advertise what [profiles.NAME] shows (see `coffer profile`)."),
+    ] = None,
 ) -> None:
     """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
     if http is not None and not 0 < http < 65536:
         raise UsageError(f"invalid port {http}: expected 1-65535")
+    if profile is not None:
+        from coffer.vault import registry
+
+        registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
     from coffer.gateway.serve import run
 
-    run(http_port=http)
+    run(http_port=http, profile=profile)

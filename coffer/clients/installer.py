@@ -82,6 +82,7 @@ def plan_install(
     name: str = DEFAULT_NAME,
     force: bool = False,
     base_text: str | None = None,
+    profile: str | None = None,
 ) -> InstallPlan:
     """Work out the new file text; raises ConflictError when `name` is taken by a different entry.
 
@@ -98,6 +99,9 @@ def plan_install(
         old = None
     text = (old or "") if base_text is None else base_text
     command, args = serve_launch()
+    if profile is not None:
+        registry.load().profile(profile)  # unknown: one error line, nothing written
+        args = [*args, "--profile", profile]
     entry = client.fmt.launcher(command, args, serve_env())
     current = client.fmt.existing(text, path, name) if text.strip() else None
     in_file = dict(client.fmt.entries(text, path)) if text.strip() else {}

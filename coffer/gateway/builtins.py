@@ -22,6 +22,7 @@ from coffer.vault.catalogue import CatalogueTool
 BUILTIN = "coffer"
 SEARCH = "coffer__search_tools"
 ASK = "coffer__ask"
+CALL = "coffer__call_tool"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20
 
@@ -95,8 +96,32 @@ def tool_definitions() -> list[dict[str, Any]]:
     ]
 
 
-async def search_tools(visible: Sequence[CatalogueTool], catalogue_key: str, args: dict[str, Any]) -> dict[str, Any]:
-    """Rank the visible upstream tools for `query`; results carry the real schemas under exposed names."""
+def call_tool_definition() -> dict[str, Any]:
+    """`coffer__call_tool`: advertised only when a profile hides tools (coffer.gateway.profiles)."""
+    return {
+        "name": CALL,
+        "description": (
+            "Call any tool of the servers behind this gateway by its name, including tools not in your "
+            "tool list: find them with coffer__search_tools, then pass the name and its arguments here."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name, as coffer__search_tools returned it."},
+                "arguments": {"type": "object", "description": "The tool's arguments (its inputSchema)."},
+            },
+            "required": ["name"],
+        },
+    }
+
+
+async def search_tools(
+    visible: Sequence[CatalogueTool], catalogue_key: str, args: dict[str, Any], hidden: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Rank the visible upstream tools for `query`; results carry the real schemas under exposed names.
+
+    `hidden`: tools this client was not shown (a profile); the result tells it to call them with
+    coffer__call_tool, and marks each such result `"via": "coffer__call_tool"`."""
     query = _text_arg(args, "query", SEARCH)
     k = top_k(args)
     if not visible:
@@ -116,11 +141,15 @@ async def search_tools(visible: Sequence[CatalogueTool], catalogue_key: str, arg
             "description": by_name[doc.id].description,
             "inputSchema": by_name[doc.id].input_schema,
             "score": round(float(score), 4),
+            **({"via": CALL} if doc.id in hidden else {}),
         }
         for doc, score in res.hits
         if doc.id in by_name
     ]
-    return text_result({"tools": tools, "total_searched": res.total})
+    payload: dict[str, Any] = {"tools": tools, "total_searched": res.total}
+    if any(doc.id in hidden for doc, _ in res.hits):
+        payload["note"] = f"Tools marked via {CALL} are not in your tool list: call them with {CALL}(name, arguments)."
+    return text_result(payload)
 
 
 async def ask(ctx: Any, args: dict[str, Any], servers: list[str]) -> dict[str, Any]:

@@ -170,12 +170,12 @@ async def _serve_http(gateway: Gateway, sock: socket.socket) -> None:
     await server.serve(sockets=[sock])
 
 
-async def _main(http_sock: socket.socket | None) -> None:
+async def _main(http_sock: socket.socket | None, profile: str | None = None) -> None:
     from coffer.log.calls import CallLog
 
     calllog = CallLog.open()
     # stdio has one host: upstreams are told what it can take; HTTP hosts come and go (coffer.gateway.relay)
-    gateway = Gateway(calllog=calllog, host_wait=HOST_WAIT_S if http_sock is None else None)
+    gateway = Gateway(calllog=calllog, host_wait=HOST_WAIT_S if http_sock is None else None, profile=profile)
     try:
         async with gateway.running(), anyio.create_task_group() as tg:
             if http_sock is None:
@@ -188,7 +188,7 @@ async def _main(http_sock: socket.socket | None) -> None:
         await anyio.to_thread.run_sync(calllog.close)
 
 
-def run(http_port: int | None = None) -> None:
+def run(http_port: int | None = None, profile: str | None = None) -> None:
     """Serve until stdin closes or a signal arrives, then exit the process (never returns).
 
     Raises CofferError before anything starts when the HTTP port cannot be bound.
@@ -197,7 +197,7 @@ def run(http_port: int | None = None) -> None:
     _setup_logging()
     code = 0
     try:
-        anyio.run(_main, sock)
+        anyio.run(_main, sock, profile)
     except KeyboardInterrupt:
         pass
     except BaseException as exc:  # report, then still exit without leaving threads behind

@@ -29,8 +29,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import builtins, outbound
-from coffer.gateway.builtins import ASK, BUILTIN, SEARCH, CallFailure, text_result
+from coffer.gateway import builtins, outbound, profiles
+from coffer.gateway.builtins import ASK, BUILTIN, CALL, SEARCH, CallFailure, text_result
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
@@ -95,9 +95,14 @@ class Gateway:
         start_limit: int = START_SLOTS,
         discovery_budget: float = DISCOVERY_BUDGET_S,
         host_wait: float | None = None,
+        profile: str | None = None,
     ) -> None:
-        """`host_wait`: how long upstream handshakes wait for the host's capabilities (None: many hosts)."""
+        """`host_wait`: how long upstream handshakes wait for the host's capabilities (None: many hosts);
+        `profile`: the `[profiles.NAME]` whose tools are advertised (coffer.gateway.profiles)."""
         self.calllog = calllog
+        self.profile_name = profile
+        self.profile: registry.Profile | None = None
+        self._shown: profiles.Advertised | None = None  # chosen once per run: clients keep their first list
         self.discovery_budget = discovery_budget
         self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.gateway.relay)
         self.pool = Pool(
@@ -116,7 +121,9 @@ class Gateway:
             with Pins.open(new_tools="allow") as self.view.pins:  # the registry's setting applies in View._sync()
                 self._started_at = anyio.current_time()
                 self.view.load_snapshot()
-                self.view.current_registry()
+                reg = self.view.current_registry()
+                if self.profile_name is not None:
+                    self.profile = reg.profile(self.profile_name)
                 yield self
 
     @property
@@ -276,7 +283,27 @@ class Gateway:
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
-        return for_era(ctx, {"tools": (await self._listing(ctx)).tools_result}, cacheable=True)
+        merged = await self._listing(ctx)
+        if self.profile is None:
+            return for_era(ctx, {"tools": merged.tools_result}, cacheable=True)
+        if self._shown is None:  # decided once, at the first list: stable while the log changes
+            usage = await anyio.to_thread.run_sync(_usage)
+            order = list(self.view.registry.servers)
+            self._shown = profiles.select(self.profile, merged.visible_tools, len(self.view.builtins), usage, order)
+        listed = profiles.tools_result(
+            self.view.builtins,
+            builtins.call_tool_definition(),
+            merged.visible_tools,
+            self._shown,
+            self.profile.max_tools,
+        )
+        return for_era(ctx, {"tools": listed}, cacheable=True)
+
+    def hidden(self) -> frozenset[str]:
+        """Visible tools this client's profile does not advertise (reachable through coffer__call_tool)."""
+        if self.profile is None or self._shown is None:
+            return frozenset()
+        return frozenset(t.name for t in self.view.merged().visible_tools) - set(self._shown.names)
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         return for_era(ctx, {"prompts": (await self._listing(ctx)).prompts_result}, cacheable=True)
@@ -333,11 +360,35 @@ class Gateway:
     async def _route_tool(self, ctx: Any, params: types.CallToolRequestParams, call: Call) -> dict[str, Any]:
         """Built-ins are answered here; every other name goes down the router's one path."""
         self.view.current_registry()
+        args = params.arguments or {}
+        if params.name == CALL:  # a tool the profile hides, through the same path as a direct call
+            target = args.get("name")
+            if not isinstance(target, str) or not target or target.startswith(f"{BUILTIN}__"):
+                raise CallFailure("error", "bad_arguments", f"{CALL} needs the name of an upstream tool")
+            inner = args.get("arguments") or {}
+            if not isinstance(inner, dict):
+                raise CallFailure("error", "bad_arguments", f"{CALL}: 'arguments' must be an object")
+            call.tool = target
+            forwarded = types.CallToolRequestParams(name=target, arguments=inner, _meta=params.meta)
+            return await self.router.call_tool(ctx, forwarded, call)
         if params.name not in (SEARCH, ASK):
             return await self.router.call_tool(ctx, params, call)
-        args = params.arguments or {}
         call.server, call.tool = BUILTIN, params.name.removeprefix(f"{BUILTIN}__")
         if params.name == SEARCH:
             m = self.view.merged()
-            return await builtins.search_tools(m.visible_tools, m.key, args)
+            return await builtins.search_tools(m.visible_tools, m.key, args, self.hidden())
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
+
+
+def _usage() -> dict[tuple[str, str], int]:
+    """Calls per (server, tool) from the invocation log, for a profile's cap; empty when unreadable."""
+    from coffer.log.calls import open_log, stats
+
+    try:
+        db = open_log()
+    except Exception:  # a log that cannot be read must not stop the gateway
+        return {}
+    try:
+        return {(str(r["server"]), str(r["tool"])): int(r["count"]) for r in stats(db)}
+    finally:
+        db.conn.close()

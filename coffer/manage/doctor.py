@@ -268,6 +268,7 @@ class Diagnosis:
     servers: list[ServerDiagnosis]
     shared_names: dict[str, list[str]]
     builtin_tokens: int
+    profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # tokens each profile advertises
 
     @property
     def total_tokens(self) -> int:
@@ -287,6 +288,7 @@ class Diagnosis:
                 "total": self.total_tokens,
                 "builtins": self.builtin_tokens,
                 "costliest": [{"name": s.name, "tokens": s.tokens} for s in self.costliest()],
+                "profiles": self.profiles,
             },
             "shared_tool_names": self.shared_names,
             "failed": self.failed,
@@ -332,7 +334,13 @@ def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagn
         snapshot = None
     enabled = reg.enabled_servers()
     with Pins.open(new_tools="allow") as pins:  # read only: doctor observes nothing
-        return _diagnose(reg, pins, snapshot, enabled, limit, on_done)
+        report = _diagnose(reg, pins, snapshot, enabled, limit, on_done)
+    from coffer.manage.profiles import preview
+
+    for name in [None, *reg.profiles]:  # what each profile advertises, from the snapshot (no profile: all)
+        row = preview(name, reg)
+        report.profiles[name or "(none)"] = {"advertised": row["advertised"], "tokens": row["tokens"]}
+    return report
 
 
 def _diagnose(

@@ -95,11 +95,46 @@ class ServerConfig:
         return out
 
 
+PROFILE_MODES = ("all", "search")
+
+
+@dataclass
+class Profile:
+    """What one client is shown (`[profiles.NAME]`): all tools or only the built-ins (`search`), at most
+    `max_tools` of them built-ins included, from `servers` and `tools` (names or fnmatch patterns of
+    exposed names; empty: all), with `pinned` tools always shown."""
+
+    name: str
+    mode: str = "all"
+    max_tools: int | None = None
+    servers: list[str] = field(default_factory=list)
+    tools: list[str] = field(default_factory=list)
+    pinned: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "max_tools": self.max_tools,
+            "servers": list(self.servers),
+            "tools": list(self.tools),
+            "pinned": list(self.pinned),
+        }
+
+
 @dataclass
 class Registry:
     path: Path
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    profiles: dict[str, Profile] = field(default_factory=dict)
+
+    def profile(self, name: str) -> Profile:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            known = ", ".join(self.profiles) or "none yet: `coffer profile add NAME`"
+            raise NotFoundError(f"unknown profile '{name}' (profiles: {known})") from None
 
     def get(self, name: str) -> ServerConfig:
         try:
@@ -237,8 +272,8 @@ def _parse(text: str, path: Path) -> TOMLDocument:
         raise RegistryError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {reason}; fix the file by hand") from exc
 
 
-def _line_of(text: str, name: str) -> int:
-    pattern = re.compile(rf"^[ \t]*\[\s*servers\s*\.\s*\"?{re.escape(name)}\"?\s*[\].]", re.M)
+def _line_of(text: str, name: str, table: str = "servers") -> int:
+    pattern = re.compile(rf"^[ \t]*\[\s*{table}\s*\.\s*\"?{re.escape(name)}\"?\s*[\].]", re.M)
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else 1
 
@@ -252,6 +287,11 @@ def _build(doc: TOMLDocument, text: str, path: Path) -> Registry:
     if not isinstance(settings, dict):
         raise RegistryError(f"{path}:1: 'settings' must be a table")
     reg = Registry(path=path, settings=settings)
+    profiles_raw = data.get("profiles", {})
+    if not isinstance(profiles_raw, dict):
+        raise RegistryError(f"{path}:1: 'profiles' must be a table")
+    for pname, praw in profiles_raw.items():
+        reg.profiles[pname] = _profile_from(pname, praw, f"{path}:{_line_of(text, pname, 'profiles')}")
     for name, raw in servers_raw.items():
         where = f"{path}:{_line_of(text, name)}"
         if not NAME_RE.match(name) or name in RESERVED_NAMES:
@@ -264,6 +304,63 @@ def _build(doc: TOMLDocument, text: str, path: Path) -> Registry:
         if clash is not None:
             raise RegistryError(f"{path}:{_line_of(text, cfg.name)}: servers.{cfg.name}: {clash}")
     return reg
+
+
+def _profile_from(name: str, raw: Any, where: str) -> Profile:
+    if not NAME_RE.match(name):
+        raise RegistryError(f"{where}: invalid profile name '{name}'")
+    if not isinstance(raw, dict):
+        raise RegistryError(f"{where}: profiles.{name} must be a table")
+    mode = raw.get("mode", "all")
+    if mode not in PROFILE_MODES:
+        raise RegistryError(f"{where}: profiles.{name}.mode must be 'all' or 'search'")
+    cap = raw.get("max_tools")
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise RegistryError(f"{where}: profiles.{name}.max_tools must be a positive whole number")
+    lists = {}
+    for key in ("servers", "tools", "pinned"):
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise RegistryError(f"{where}: profiles.{name}.{key} must be a list of strings")
+        lists[key] = list(value)
+    return Profile(name=name, mode=mode, max_tools=cap, **lists)
+
+
+def validate_profile(profile: Profile) -> Profile:
+    if not NAME_RE.match(profile.name):
+        raise UsageError(f"invalid profile name '{profile.name}': use 1-20 lowercase letters, digits or '-'")
+    if profile.mode not in PROFILE_MODES:
+        raise UsageError(f"invalid --mode '{profile.mode}': expected all or search")
+    if profile.max_tools is not None and profile.max_tools < 1:
+        raise UsageError("--max-tools must be at least 1")
+    return profile
+
+
+def add_profile(profile: Profile, path: Path | None = None, replace: bool = False) -> None:
+    """Write `[profiles.NAME]` (comments and the rest of the file kept)."""
+    validate_profile(profile)
+    with edit(path) as doc:
+        if "profiles" not in doc:
+            doc.add("profiles", tomlkit.table(is_super_table=True))
+        profiles = doc["profiles"]
+        if profile.name in profiles and not replace:
+            raise ConflictError(f"profile '{profile.name}' already exists (`coffer profile rm {profile.name}` first)")
+        table = tomlkit.table()
+        table.add("mode", profile.mode)
+        if profile.max_tools is not None:
+            table.add("max_tools", profile.max_tools)
+        for key in ("servers", "tools", "pinned"):
+            if getattr(profile, key):
+                table.add(key, list(getattr(profile, key)))
+        profiles[profile.name] = table
+
+
+def remove_profile(name: str, path: Path | None = None) -> None:
+    with edit(path) as doc:
+        profiles = doc.get("profiles")
+        if profiles is None or name not in profiles:
+            raise NotFoundError(f"unknown profile '{name}' (see `coffer profile list`)")
+        del profiles[name]
 
 
 def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:

@@ -1,0 +1,43 @@
+"""What profiles save a client per request: advertised tools and tokens (JSON chars / 4) over the 222 real
+tools of tests/data/real-servers.json, for no profile, a 40-tool cap and search mode. Prints figures only.
+
+  python bench/bench_profiles.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> None:
+    home = tempfile.mkdtemp(prefix="coffer-bench-profiles-")
+    os.environ["COFFER_HOME"] = home
+    from coffer.manage import servers
+    from coffer.manage.profiles import preview
+    from coffer.vault import catalogue, registry
+
+    by_server: dict[str, list[dict[str, object]]] = {}
+    for tool in json.loads((ROOT / "tests" / "data" / "real-servers.json").read_text()):
+        by_server.setdefault(tool.pop("server"), []).append(tool)
+    for name, tools in by_server.items():
+        servers.add_server(registry.ServerConfig(name=name, command="true"))
+        catalogue.save_server(name, tools=tools)
+    registry.add_profile(registry.Profile(name="cap40", max_tools=40))
+    registry.add_profile(registry.Profile(name="lookup", mode="search"))
+    print(f"{sum(len(t) for t in by_server.values())} tools from {len(by_server)} servers")
+    base = preview(None)
+    for label, name in (("no profile", None), ("max_tools = 40", "cap40"), ('mode = "search"', "lookup")):
+        row = preview(name)
+        share = 100.0 * row["tokens"] / base["tokens"]
+        print(f"  {label:16} {row['advertised']:4} tools  {row['tokens']:7} tokens  ({share:5.1f}% of no profile)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Which tools a profile advertises (`coffer serve --profile NAME`), for clients without tool search.
+
+Pure: from the visible tools (curation already applied), the profile, how often each tool was called
+(the invocation log) and the registry's server order. The built-ins come first; then, with
+`max_tools`, the pinned tools, then the most used, then by server order and name, cut at the cap
+(built-ins counted). `mode = "search"` advertises the built-ins only. Whenever a profile hides a tool
+an agent may call, `coffer__call_tool` is advertised too, so nothing becomes unreachable.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from coffer.gateway.builtins import CALL
+from coffer.vault.catalogue import CatalogueTool
+from coffer.vault.registry import Profile
+
+
+@dataclass
+class Advertised:
+    names: list[str]  # exposed names of the upstream tools shown, in order
+    hides: bool  # some tool an agent may call is not shown (coffer__call_tool is then advertised)
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def select(
+    profile: Profile,
+    tools: Sequence[CatalogueTool],
+    builtin_count: int,
+    usage: Mapping[tuple[str, str], int],
+    server_order: Sequence[str],
+) -> Advertised:
+    """The upstream tools `profile` shows, deterministic for the same inputs."""
+    position = {name: i for i, name in enumerate(server_order)}
+    candidates = [
+        t
+        for t in tools
+        if (not profile.servers or t.server in profile.servers)
+        and (not profile.tools or _matches(t.name, profile.tools) or _matches(t.tool, profile.tools))
+    ]
+    pinned = [t.name for p in profile.pinned for t in tools if fnmatch.fnmatchcase(t.name, p)]
+    ordered: list[str] = []
+    if profile.mode != "search":
+        rest = sorted(
+            (t for t in candidates if t.name not in pinned),
+            key=lambda t: (-usage.get((t.server, t.tool), 0), position.get(t.server, len(position)), t.name),
+        )
+        ordered = list(dict.fromkeys([*pinned, *(t.name for t in rest)]))
+    hides = len(ordered) < len(tools)
+    if profile.max_tools is not None:
+        room = profile.max_tools - builtin_count
+        if hides or len(ordered) > room:
+            hides, room = True, room - 1  # coffer__call_tool takes a place
+        ordered = ordered[: max(0, room)]
+    return Advertised(ordered, hides)
+
+
+def tools_result(
+    builtins: list[dict[str, Any]],
+    call_tool: dict[str, Any],
+    tools: Sequence[CatalogueTool],
+    shown: Advertised | None,
+    cap: int | None = None,
+) -> list[dict[str, Any]]:
+    """The tools/list answer: built-ins, `coffer__call_tool` when something is hidden, the shown tools."""
+    if shown is None:
+        return [*builtins, *({**t.raw, "name": t.name} for t in tools)]
+    visible = {t.name: t for t in tools}
+    out = [*builtins, *([call_tool] if shown.hides else [])]
+    out += [{**visible[n].raw, "name": n} for n in shown.names if n in visible]
+    return out[:cap] if cap is not None else out
+
+
+def tokens(tools_list: Sequence[dict[str, Any]]) -> int:
+    """What advertising these tools costs a client per request, roughly (JSON chars / 4)."""
+    return sum(len(json.dumps(t, separators=(",", ":"))) for t in tools_list) // 4
+
+
+__all__ = ["CALL", "Advertised", "select", "tokens", "tools_result"]
