@@ -201,6 +201,8 @@ def list_(as_json: JsonOpt = False) -> None:
     from coffer.manage import servers
 
     reg = registry.load()
+    for problem in reg.unknown_keys():
+        render.warn(problem)
     snap = catalogue.load_snapshot()
     states = servers.trust_states(reg)
     rows = []

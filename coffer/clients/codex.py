@@ -28,6 +28,8 @@ class CodexToml:
         except ParseError as exc:
             reason = str(exc).split(" at line ")[0]
             raise common.ClientFileError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {reason}") from None
+        except RecursionError:
+            raise common.ClientFileError(f"{path}: nested too deeply to be a client config") from None
 
     def _servers(self, doc: TOMLDocument, path: Path) -> Any | None:
         servers = doc.get(KEY)

@@ -167,8 +167,30 @@ def convert(raw: Any) -> Converted:
 # ---------------------------------------------------------------- files
 
 
+MAX_CLIENT_FILE = 8 * 1024 * 1024  # client configs are kilobytes; a bigger one is not one to import
+
+
 def read_text(path: Path) -> str:
-    """The file as text with its own line endings (bytes decoded, not newline-translated)."""
+    """The file as text with its own line endings (bytes decoded, not newline-translated).
+
+    Only a regular file of at most `MAX_CLIENT_FILE` bytes is read (`/dev/zero` or a 100 MB file is
+    refused with one line, before anything is read into memory or the vault)."""
+    import stat as _stat
+
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise NotFoundError(f"{path}: no such file (pass --path FILE)") from None
+    except OSError as exc:
+        raise ClientFileError(f"{path}: cannot read: {exc.strerror}") from exc
+    if _stat.S_ISDIR(info.st_mode):
+        raise ClientFileError(f"{path}: is a directory, not a config file")
+    if not _stat.S_ISREG(info.st_mode):
+        raise ClientFileError(f"{path}: not a regular file (a device or pipe is not a client config)")
+    if info.st_size > MAX_CLIENT_FILE:
+        raise ClientFileError(
+            f"{path}: {info.st_size // (1024 * 1024)} MB is too big for a client config (limit 8 MB); nothing read"
+        )
     try:
         data = path.read_bytes()
     except FileNotFoundError:

@@ -27,6 +27,8 @@ class McpServersJson:
             root = jsonc.parse(text)
         except jsonc.JsoncError as exc:
             raise common.ClientFileError(f"{path}:{exc.line}:{exc.col}: invalid JSON: {exc.reason}") from None
+        except RecursionError:
+            raise common.ClientFileError(f"{path}: nested too deeply to be a client config") from None
         if not isinstance(root.value, dict):
             raise common.ClientFileError(f"{path}:1: expected a JSON object at the top level")
         return root

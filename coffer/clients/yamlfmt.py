@@ -33,6 +33,8 @@ def _load(text: str, path: Path) -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
         raise common.ClientFileError(f"{path}{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    except RecursionError:
+        raise common.ClientFileError(f"{path}: nested too deeply to be a client config") from None
     if data is None:
         from ruamel.yaml.comments import CommentedMap
 

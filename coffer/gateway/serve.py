@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -28,20 +29,54 @@ STDIN_LINE_LIMIT = 64 * 1024 * 1024
 HOST_WAIT_S = 2.0  # an upstream's handshake waits at most this long for the host's (normally instant)
 
 
+PARSE_ERROR = '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not JSON"}}\n'
+INVALID_REQUEST = (
+    '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: id must be a string or a number"}}\n'
+)
+
+
+def _rejection(line: str) -> str | None:
+    """The JSON-RPC error a malformed client line gets (id null, as the spec says), or None to pass it on.
+
+    The SDK drops such lines without a word; a client waiting on them would wait forever."""
+    if not line.strip():
+        return None
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return PARSE_ERROR
+    if isinstance(message, dict) and "id" in message:
+        rid = message["id"]
+        if isinstance(rid, bool) or (not isinstance(rid, str | int | float) and rid is not None):
+            return INVALID_REQUEST
+    return None
+
+
 class _StdinLines:
-    """stdin as async lines read by the event loop, so a shutdown never waits on a thread blocked in read()."""
+    """stdin as async lines read by the event loop, so a shutdown never waits on a thread blocked in read().
+
+    A line that is not JSON, or a request whose id is an object, is answered here with a JSON-RPC error
+    (`reject`) and not passed on."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
+        self.reject: _StdoutWire | None = None
 
     def __aiter__(self) -> _StdinLines:
         return self
 
     async def __anext__(self) -> str:
-        line = await self._reader.readline()
-        if not line:
-            raise StopAsyncIteration
-        return line.decode("utf-8", "replace")
+        while True:
+            line = await self._reader.readline()
+            if not line:
+                raise StopAsyncIteration
+            text = line.decode("utf-8", "replace")
+            answer = _rejection(text) if self.reject is not None else None
+            if answer is None:
+                return text
+            assert self.reject is not None
+            await self.reject.write(answer)
+            await self.reject.flush()
 
 
 def _is_pipe(fd: int) -> bool:
@@ -136,8 +171,11 @@ async def _watch_signals(scope: anyio.CancelScope) -> None:
 async def _serve_stdio(gateway: Gateway) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with _stdin() as lines, _stdout() as wire, stdio_server(stdin=lines, stdout=wire) as (read, write):  # type: ignore[arg-type]
-        await gateway.server.run(read, write, gateway.initialization_options())
+    async with _stdin() as lines, _stdout() as wire:
+        if lines is not None and wire is not None:
+            lines.reject = wire
+        async with stdio_server(stdin=lines, stdout=wire) as (read, write):  # type: ignore[arg-type]
+            await gateway.server.run(read, write, gateway.initialization_options())
 
 
 def _listen(port: int) -> socket.socket:

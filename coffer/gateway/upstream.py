@@ -119,6 +119,26 @@ class _Exited(Exception):
     pass
 
 
+def _checked_tools(up: Upstream, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools that can be advertised: a missing schema is repaired to an empty object schema, a tool
+    without a name or with a schema that is not an object schema is dropped; each noted for doctor."""
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        name = tool.get("name")
+        if not isinstance(name, str) or not name:
+            up.note_problem("a tool without a name was dropped")
+            continue
+        schema = tool.get("inputSchema")
+        if schema is None:
+            up.note_problem(f"tool '{name[:60]}' had no inputSchema: advertised with an empty object schema")
+            tool = {**tool, "inputSchema": {"type": "object"}}
+        elif not isinstance(schema, dict) or schema.get("type", "object") != "object":
+            up.note_problem(f"tool '{name[:60]}' was dropped: its inputSchema is not an object schema")
+            continue
+        out.append(tool)
+    return out
+
+
 class Upstream:
     """One upstream server: its state, its live session, its listing and its stderr tail."""
 
@@ -150,6 +170,7 @@ class Upstream:
         self._dirty: set[str] = set()
         self._relisting = False
         self._auth: Any = None  # the OAuth provider of the current HTTP connection, if any
+        self.problems: list[str] = []  # what its listing had to drop or repair (coffer doctor)
         self.told: frozenset[str] = frozenset()  # host capabilities this session was told of (coffer.gateway.relay)
 
     # ------------------------------------------------------------------ lifecycle
@@ -214,6 +235,7 @@ class Upstream:
         self.spawns += 1
         self._transport_error = None
         self._auth = None
+        self.problems = []
         self.stats = StreamStats(secrets=self.stats.secrets)
         slot = self.pool.gate.slot()
         exited = self._exited = anyio.Event()
@@ -366,13 +388,20 @@ class Upstream:
         seen: set[str] = set()
         for _ in range(MAX_PAGES):
             params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.send_request(_LIST_REQUESTS[kind](params=params), _RAW)
-            items += [item for item in page.get(_WIRE_KEY[kind]) or [] if isinstance(item, dict)]
+            # raw, not the SDK's validated models: one tool with a broken schema must not sink the others
+            page = await outbound.send(session, _LIST_REQUESTS[kind](params=params), timeout=self.cfg.timeout)
+            found = [item for item in page.get(_WIRE_KEY[kind]) or [] if isinstance(item, dict)]
+            items += _checked_tools(self, found) if kind == "tools" else found
             cursor = page.get("nextCursor")
             if not cursor or cursor in seen:  # a server repeating its cursor must not loop forever
                 break
             seen.add(cursor)
         return items
+
+    def note_problem(self, problem: str) -> None:
+        """A listing problem for `coffer doctor` (a tool dropped or repaired), kept per session."""
+        if problem not in self.problems:
+            self.problems.append(problem)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
@@ -423,7 +452,9 @@ class Upstream:
         try:
             return await outbound.send(session, request, timeout=timeout, progress=progress)
         except MCPError as exc:
-            if exc.code != types.CONNECTION_CLOSED:
+            # -32000 is also the generic "server error" many servers answer with; only the SDK's own
+            # "Connection closed" means the session is gone (an upstream error passes through, session kept)
+            if exc.code != types.CONNECTION_CLOSED or exc.message != "Connection closed" or exc.data is not None:
                 raise
             self._restartable()
             if self.cfg.oauth:  # an OAuth server whose authorisation ended: let the supervisor say so
@@ -477,4 +508,5 @@ class Upstream:
             "capabilities": self.capabilities,
             "stderr_tail": self.stats.stderr_tail(),
             "garbage_lines": self.stats.garbage_lines,
+            "problems": list(self.problems),
         }

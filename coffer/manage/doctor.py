@@ -48,6 +48,7 @@ class Probe:
     protocol_version: str | None = None
     resources: list[tuple[str, str, str]] | None = None  # (uri, name, text), when asked for and read
     capabilities: dict[str, Any] = field(default_factory=dict)  # what the server declared
+    problems: list[str] = field(default_factory=list)  # tools its listing dropped or repaired
 
     @property
     def tool_count(self) -> int | None:
@@ -75,6 +76,7 @@ def _probe_of(up: Any) -> Probe:
         server_info=status.get("server_info"),
         protocol_version=status.get("protocol_version"),
         capabilities=dict(status.get("capabilities") or {}),
+        problems=list(status.get("problems") or []),
     )
 
 
@@ -371,6 +373,8 @@ def _diagnose(
             diag.error, diag.error_class, diag.stderr_tail = probe.error, probe.error_class, probe.stderr_tail
             if probe.garbage_lines:
                 diag.notes.append(f"{probe.garbage_lines} non-JSON line(s) on stdout (ignored)")
+            diag.notes.extend(probe.problems)
+        diag.notes += [p.split(": ", 1)[1] for p in reg.unknown_keys() if p.startswith(f"servers.{cfg.name}:")]
         if cfg.oauth:
             from coffer.trust import oauth_store
 

@@ -142,6 +142,18 @@ class Registry:
         except KeyError:
             raise NotFoundError(f"unknown server '{name}' (see `coffer list`)") from None
 
+    def unknown_keys(self) -> list[str]:
+        """Keys Coffer does not read in a server's table, with the key probably meant ("enbled")."""
+        import difflib
+
+        out = []
+        for cfg in self.servers.values():
+            for key in sorted(cfg.extra):
+                guess = difflib.get_close_matches(key, sorted(SERVER_KEYS), n=1, cutoff=0.75)
+                hint = f" (did you mean '{guess[0]}'?)" if guess else ""
+                out.append(f"servers.{cfg.name}: unknown key '{key}' is ignored{hint}")
+        return out
+
     def enabled_servers(self) -> list[ServerConfig]:
         return [s for s in self.servers.values() if s.enabled]
 

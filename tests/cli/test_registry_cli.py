@@ -274,3 +274,11 @@ def test_install_completion_works(tmp_path: Path, coffer_home: Path) -> None:
     script = tmp_path / ".bash_completions" / "coffer.sh"
     assert "_COFFER_COMPLETE" in script.read_text()
     assert str(script) in (tmp_path / ".bashrc").read_text()
+
+
+def test_unknown_keys_are_warned_with_a_guess(cli: CliRunner, coffer_home: Path) -> None:
+    run_cli(cli, "add", "a", "--no-probe", "--", "echo")
+    path = coffer_home / "coffer.toml"
+    path.write_text(path.read_text() + "enbled = false\n")
+    result = run_cli(cli, "list")
+    assert "unknown key 'enbled' is ignored (did you mean 'enabled'?)" in result.stderr  # type: ignore[attr-defined]

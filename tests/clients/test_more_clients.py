@@ -241,3 +241,27 @@ def test_an_unnamed_clients_file_is_not_called_another_client(cli: CliRunner, ho
     assert "restart the program that reads it" in installed.stderr  # type: ignore[attr-defined]
     missing = run_cli(cli, "import", "json", code=2)
     assert "pass --path FILE" in missing.stderr  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda p: p.write_bytes(b'{"mcpServers": {}, "pad": "' + b"x" * (9 * 1024 * 1024) + b'"}'), "too big"),
+        (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deeply"),
+    ],
+)
+def test_hostile_files_are_refused_and_the_vault_untouched(
+    cli: CliRunner, home: Path, coffer_home: Path, make: object, why: str
+) -> None:
+    path = home / "hostile.json"
+    make(path)  # type: ignore[operator]
+    result = run_cli(cli, "import", "json", "--path", str(path), "--no-probe", code=5)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]  # type: ignore[attr-defined]
+    assert len(lines) == 1 and why in lines[0]
+    assert not (coffer_home / "coffer.toml").exists()
+
+
+def test_a_device_is_not_a_client_file(cli: CliRunner, coffer_home: Path) -> None:
+    result = run_cli(cli, "import", "json", "--path", "/dev/zero", "--no-probe", code=5)
+    assert "not a regular file" in result.stderr  # type: ignore[attr-defined]
+    assert not (coffer_home / "coffer.toml").exists()

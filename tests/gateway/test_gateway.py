@@ -264,3 +264,24 @@ async def test_a_server_that_never_lists_is_remembered_and_reported(coffer_home:
     assert stuck.missing_from_first_list and any("missing from the first tools/list" in n for n in stuck.notes)
     good = next(d for d in report.servers if d.name == "good")
     assert not good.missing_from_first_list
+
+
+async def test_broken_tools_are_dropped_and_minus_32000_passes_through(coffer_home: Path) -> None:
+    """One tool with a bad or missing schema must not sink the server's listing; a -32000 error answer is
+    the upstream's error, not a lost connection: passed through, same session, same process."""
+    add_fixture(coffer_home, "rough", "bad_schema")
+    async with serve(coffer_home) as s:
+        pid_before = text(await s.call("rough__pid"))
+        names = await s.tool_names()
+        assert "rough__echo" in names and "rough__schemaless" in names and "rough__stringly" not in names
+        tools = {t.name: t for t in (await s.session.list_tools()).tools}
+        assert tools["rough__schemaless"].input_schema == {"type": "object"}
+        failed = await s.call("rough__server_error")
+        assert failed.is_error and "the backend said no" in text(failed) and "closed" not in text(failed)
+        assert text(await s.call("rough__pid")) == pid_before  # the session and the process are the same
+
+    from coffer.manage import doctor
+
+    report = await anyio.to_thread.run_sync(lambda: doctor.diagnose())
+    notes = " ".join(next(d for d in report.servers if d.name == "rough").notes)
+    assert "'stringly' was dropped" in notes and "'schemaless' had no inputSchema" in notes

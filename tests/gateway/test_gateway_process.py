@@ -78,3 +78,34 @@ def test_stray_output_never_reaches_the_wire(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout == '{"jsonrpc": "2.0", "method": "ping", "id": 1}\n'
     assert "stray print" in done.stderr and "stray write" in done.stderr and "stray child" in done.stderr
+
+
+def test_malformed_client_lines_get_json_rpc_errors_and_serving_goes_on(coffer_home: Path) -> None:
+    """Raw JSON-RPC, since an SDK client never sends these: a non-JSON line gets -32700 and an object id
+    -32600, both with id null, and the next request is answered as usual."""
+    import json as _json
+    import subprocess as _sp
+
+    lines = [
+        "this is not json",
+        '{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}',
+        '{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
+        '"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}',
+    ]
+    proc = _sp.Popen(
+        [sys.executable, "-m", "coffer", "serve"],
+        stdin=_sp.PIPE,
+        stdout=_sp.PIPE,
+        stderr=_sp.DEVNULL,
+        env=serve_env(coffer_home),
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("\n".join(lines) + "\n")
+    proc.stdin.flush()
+    answers = [_json.loads(proc.stdout.readline()) for _ in range(3)]
+    proc.stdin.close()
+    proc.wait(30)
+    assert answers[0]["id"] is None and answers[0]["error"]["code"] == -32700
+    assert answers[1]["id"] is None and answers[1]["error"]["code"] == -32600
+    assert answers[2]["id"] == 7 and answers[2]["result"]["serverInfo"]["name"] == "coffer"
