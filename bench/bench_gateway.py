@@ -173,7 +173,7 @@ async def bench_http(n: int) -> None:
         "-c",
         f"import runpy; ns = runpy.run_path({DEMO!r}); ns['mcp'].run('streamable-http', port={port})",
     ]
-    gw_http_argv = [sys.executable, "-m", "coffer", "serve", "--http", str(gw_port)]
+    gw_http_argv = [sys.executable, "-m", "coffer", "serve", "--http", str(gw_port), "--no-auth"]
     runs: dict[str, list[float]] = {"ds": [], "dh": [], "gs": [], "gh": []}
     async with (
         session(sys.executable, [DEMO]) as ds,

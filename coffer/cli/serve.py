@@ -20,14 +20,27 @@ def serve(
         str | None,
         typer.Option("--profile", help="Advertise what [profiles.NAME] shows (see `coffer profile`)."),
     ] = None,
+    no_auth: Annotated[
+        bool, typer.Option("--no-auth", help="With --http: serve without the bearer token (any local process).")
+    ] = False,
+    print_token: Annotated[
+        bool, typer.Option("--print-token", help="Print the HTTP bearer token (created on first use) and exit.")
+    ] = False,
 ) -> None:
     """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
+    if print_token:
+        from coffer.trust.http_token import serve_token
+
+        typer.echo(serve_token())
+        return
     if http is not None and not 0 < http < 65536:
         raise UsageError(f"invalid port {http}: expected 1-65535")
+    if no_auth and http is None:
+        raise UsageError("--no-auth only applies to --http")
     if profile is not None:
         from coffer.vault import registry
 
         registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
     from coffer.gateway.serve import run
 
-    run(http_port=http, profile=profile)
+    run(http_port=http, profile=profile, auth=not no_auth)

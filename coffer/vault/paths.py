@@ -86,4 +86,5 @@ def all_paths() -> dict[str, Path]:
         "database": db_path(),
         "snapshot": snapshot_path(),
         "cache": data_dir() / "cache",
+        "http_token": data_dir() / "http-token",
     }

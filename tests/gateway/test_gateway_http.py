@@ -7,10 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import ClientSession
@@ -30,6 +32,12 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def bearer(home: Path) -> str:
+    """The gateway's HTTP token, as a user gets it (`coffer serve --print-token`)."""
+    argv = [sys.executable, "-m", "coffer", "serve", "--print-token"]
+    return subprocess.run(argv, env=serve_env(home), capture_output=True, text=True, check=True).stdout.strip()
 
 
 def listening(port: int) -> bool:
@@ -88,8 +96,10 @@ async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
     )
     try:
         await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http to listen")
+        token = bearer(coffer_home)
         async with (
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):
             await session.initialize()
@@ -105,7 +115,8 @@ async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
             return types.CreateMessageResult(role="assistant", model="m", content=reply)
 
         async with (  # the request rides the call's own response stream
-            streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write),
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
+            streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http) as (read, write),
             ClientSession(read, write, sampling_callback=sampling) as session,
         ):
             await session.initialize()
@@ -134,3 +145,36 @@ def test_port_in_use_is_one_error_and_nothing_starts(coffer_home: Path, tmp_path
     assert done.stderr == f"coffer: error: cannot serve on 127.0.0.1:{port}: Address already in use\n"
     assert "serving" not in done.stdout + done.stderr
     assert not events.exists()  # no upstream was started for a server that could not listen
+
+
+def test_http_requires_the_bearer_token_unless_told_not_to(coffer_home: Path) -> None:
+    import httpx2 as client
+
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def status(port: int, headers: dict[str, str]) -> int:
+        return client.post(f"http://127.0.0.1:{port}/mcp", json=body, headers=accept | headers, timeout=30).status_code
+
+    for extra, expect_open in (((), False), (("--no-auth",), True)):
+        port = free_port()
+        argv = [sys.executable, "-m", "coffer", "serve", "--http", str(port), *extra]
+        proc = subprocess.Popen(argv, env=serve_env(coffer_home), stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while not listening(port) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            token = bearer(coffer_home)
+            assert status(port, {}) == (200 if expect_open else 401)
+            assert status(port, {"Authorization": "Bearer wrong"}) == (200 if expect_open else 401)
+            assert status(port, {"Authorization": f"Bearer {token}"}) == 200
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    token_file = next(coffer_home.rglob("http-token"))
+    assert token_file.stat().st_mode & 0o777 == 0o600 and len(token) >= 40
