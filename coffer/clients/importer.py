@@ -152,15 +152,23 @@ def _plan_one(
 
 
 def apply_import(plan: ImportPlan) -> ImportPlan:
-    """Add the planned servers; one added meanwhile by another process becomes a skip, not a failure."""
-    for item in plan.items:
-        if item.action != "add" or item.config is None:
-            continue
+    """Add the planned servers in one atomic write; one added meanwhile by another process becomes a
+    skip, not a failure (the write is retried without it)."""
+    todo = [i for i in plan.items if i.action == "add" and i.config is not None]
+    while todo:
         try:
-            servers.add_server(item.config)
+            servers.add_servers([i.config for i in todo])  # type: ignore[misc]
         except ConflictError:
-            item.action, item.reason = "skip", f"'{item.name}' is already in the vault"
+            taken = set(registry.load().servers)
+            gone = [i for i in todo if i.name in taken]
+            if not gone:
+                raise
+            for item in gone:
+                item.action, item.reason = "skip", f"'{item.name}' is already in the vault"
+            todo = [i for i in todo if i not in gone]
             continue
-        item.action, item.in_vault = "added", True
+        for item in todo:
+            item.action, item.in_vault = "added", True
+        break
     plan.applied = True
     return plan

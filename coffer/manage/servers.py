@@ -21,6 +21,13 @@ def add_server(cfg: registry.ServerConfig, path: Path | None = None, replace: bo
     approve_server_config(cfg)
 
 
+def add_servers(configs: list[registry.ServerConfig]) -> None:
+    """Register many servers in one atomic registry write and approve them in one transaction."""
+    registry.add_servers(configs)
+    with Pins.open(new_tools="allow") as pins:
+        pins.approve_servers(configs)
+
+
 def remove_server(name: str, path: Path | None = None) -> None:
     """Remove a server and what Coffer keeps about it: launch approval and tool pins, catalogue entry
     and indexed resources.

@@ -209,22 +209,30 @@ class Pins:
 
         Returns False when it was already approved (and not fresh).
         """
-        new_hash = config_hash(cfg)
-        now = time.time()
         with self._write():
-            row = self.db.execute("SELECT hash FROM trust_servers WHERE server = ?", [cfg.name]).fetchone()
-            if row is not None and row[0] == new_hash and not fresh:
-                return False
-            if fresh:
-                self.db.execute("DELETE FROM trust_tools WHERE server = ?", [cfg.name])
-                self.db.execute("DELETE FROM trust_servers WHERE server = ?", [cfg.name])
-            self.db.execute(
-                "INSERT INTO trust_servers (server, hash, definition, approved_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT(server) DO UPDATE SET hash = excluded.hash, definition = excluded.definition, "
-                "approved_at = excluded.approved_at",
-                [cfg.name, new_hash, canonical(config_definition(cfg)), now],
-            )
-            self._event(cfg.name, None, "config_added" if fresh else "config_approved", row and row[0], new_hash)
+            return self._approve(cfg, fresh)
+
+    def approve_servers(self, configs: Iterable[ServerConfig]) -> None:
+        """Approve many new launch configs in one transaction (`coffer import` of a large file)."""
+        with self._write():
+            for cfg in configs:
+                self._approve(cfg, True)
+
+    def _approve(self, cfg: ServerConfig, fresh: bool) -> bool:
+        new_hash = config_hash(cfg)
+        row = self.db.execute("SELECT hash FROM trust_servers WHERE server = ?", [cfg.name]).fetchone()
+        if row is not None and row[0] == new_hash and not fresh:
+            return False
+        if fresh:
+            self.db.execute("DELETE FROM trust_tools WHERE server = ?", [cfg.name])
+            self.db.execute("DELETE FROM trust_servers WHERE server = ?", [cfg.name])
+        self.db.execute(
+            "INSERT INTO trust_servers (server, hash, definition, approved_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT(server) DO UPDATE SET hash = excluded.hash, definition = excluded.definition, "
+            "approved_at = excluded.approved_at",
+            [cfg.name, new_hash, canonical(config_definition(cfg)), time.time()],
+        )
+        self._event(cfg.name, None, "config_added" if fresh else "config_approved", row and row[0], new_hash)
         return True
 
     def forget_server(self, server: str) -> bool:

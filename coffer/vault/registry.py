@@ -455,41 +455,54 @@ def _servers_table(doc: TOMLDocument) -> Any:
 
 
 def add_server(cfg: ServerConfig, path: Path | None = None, replace: bool = False) -> None:
-    validate_name(cfg.name)
-    if cfg.prefix is not None:
-        validate_prefix(cfg.prefix)
-    _validate_maps(cfg)
+    """Add one server (see `add_servers`); ConflictError when the name or its prefix is taken."""
+    add_servers([cfg], path=path, replace=replace)
+
+
+def add_servers(configs: list[ServerConfig], path: Path | None = None, replace: bool = False) -> None:
+    """Add servers in one locked, atomic write: all of them or, on any error, none (a killed or failed
+    import never leaves half a registry), and in linear time however many there are."""
+    for cfg in configs:
+        validate_name(cfg.name)
+        if cfg.prefix is not None:
+            validate_prefix(cfg.prefix)
+        _validate_maps(cfg)
     with edit(path) as doc:
         servers = _servers_table(doc)
-        if cfg.name in servers and not replace:
-            raise ConflictError(f"server '{cfg.name}' already exists (use `coffer remove {cfg.name}` first)")
         current = _build(doc, tomlkit.dumps(doc), path or paths.registry_path())
-        current.servers[cfg.name] = cfg
-        clash = prefix_clash(current, cfg)
-        if clash is not None:
-            raise ConflictError(f"cannot add '{cfg.name}': {clash}")
-        table = tomlkit.table()
-        if cfg.url:
-            table.add("url", cfg.url)
-            if cfg.headers:
-                table.add("headers", _inline(cfg.headers))
-        else:
-            table.add("command", cfg.command)
-            table.add("args", cfg.args)
-            if cfg.cwd:
-                table.add("cwd", cfg.cwd)
-        if cfg.env:
-            table.add("env", _inline(cfg.env))
-        table.add("enabled", cfg.enabled)
-        if cfg.disabled_tools:
-            table.add("disabled_tools", sorted(cfg.disabled_tools))
-        if cfg.timeout != DEFAULT_TIMEOUT_S:
-            table.add("timeout", cfg.timeout)
-        if cfg.prefix is not None:
-            table.add("prefix", cfg.prefix)
-        if cfg.oauth:
-            table.add("oauth", True)
-        servers[cfg.name] = table
+        for cfg in configs:
+            if cfg.name in servers and not replace:
+                raise ConflictError(f"server '{cfg.name}' already exists (use `coffer remove {cfg.name}` first)")
+            current.servers[cfg.name] = cfg
+            clash = prefix_clash(current, cfg)
+            if clash is not None:
+                raise ConflictError(f"cannot add '{cfg.name}': {clash}")
+            servers[cfg.name] = _server_table(cfg)
+
+
+def _server_table(cfg: ServerConfig) -> Any:
+    table = tomlkit.table()
+    if cfg.url:
+        table.add("url", cfg.url)
+        if cfg.headers:
+            table.add("headers", _inline(cfg.headers))
+    else:
+        table.add("command", cfg.command)
+        table.add("args", cfg.args)
+        if cfg.cwd:
+            table.add("cwd", cfg.cwd)
+    if cfg.env:
+        table.add("env", _inline(cfg.env))
+    table.add("enabled", cfg.enabled)
+    if cfg.disabled_tools:
+        table.add("disabled_tools", sorted(cfg.disabled_tools))
+    if cfg.timeout != DEFAULT_TIMEOUT_S:
+        table.add("timeout", cfg.timeout)
+    if cfg.prefix is not None:
+        table.add("prefix", cfg.prefix)
+    if cfg.oauth:
+        table.add("oauth", True)
+    return table
 
 
 def _inline(values: Mapping[str, str]) -> Any:

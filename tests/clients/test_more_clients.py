@@ -265,3 +265,19 @@ def test_a_device_is_not_a_client_file(cli: CliRunner, coffer_home: Path) -> Non
     result = run_cli(cli, "import", "json", "--path", "/dev/zero", "--no-probe", code=5)
     assert "not a regular file" in result.stderr  # type: ignore[attr-defined]
     assert not (coffer_home / "coffer.toml").exists()
+
+
+def test_a_thousand_servers_import_in_one_write(cli: CliRunner, home: Path, coffer_home: Path) -> None:
+    servers = {f"s{i}": {"command": "npx", "args": ["-y", f"@example/mcp-{i}"]} for i in range(1000)}
+    path = put(home, "big.json", json.dumps({"mcpServers": servers}))
+    out = json.loads(run_cli(cli, "import", "json", "--path", str(path), "--no-probe", "--json").stdout)  # type: ignore[attr-defined]
+    assert sum(i["action"] == "added" for i in out["servers"]) == 1000
+    from coffer.trust.pinning import Pins
+    from coffer.vault import registry
+
+    reg = registry.load()
+    assert len(reg.servers) == 1000
+    with Pins.open() as pins:
+        assert all(pins.server_state(cfg) == "approved" for cfg in reg.servers.values())
+    backups = list(coffer_home.glob("coffer.toml*"))
+    assert sorted(b.name for b in backups) == ["coffer.toml", "coffer.toml.lock"]  # no temp copies left
