@@ -114,8 +114,18 @@ def diff(server: Annotated[str, typer.Argument(help="Server to compare.")], as_j
         pinning.pretty(old_cfg) if old_cfg else "", pinning.pretty(new_cfg), f"{server} launch config", "registry now"
     )
     config = {"state": state, "approved": old_cfg, "current": new_cfg, "diff": config_diff}
+    from coffer.trust.injection import scan
+
     tools = [
-        {"tool": p.tool, "name": p.exposed, "state": p.state, "approved": p.old, "served": p.new, "diff": p.diff()}
+        {
+            "tool": p.tool,
+            "name": p.exposed,
+            "state": p.state,
+            "approved": p.old,
+            "served": p.new,
+            "diff": p.diff(),
+            "injection": scan(p.new or {}, server),
+        }
         for p in held
     ]
     if as_json:
@@ -130,5 +140,7 @@ def diff(server: Annotated[str, typer.Argument(help="Server to compare.")], as_j
         render.text(config["diff"].rstrip("\n"))
     for item in tools:
         render.say(f"{server}__{item['tool']}: {'new tool' if item['state'] == 'new' else 'definition changed'}")
+        for reason in item["injection"]:
+            render.say(f"  held: its {reason}")
         render.text(item["diff"].rstrip("\n"))
     render.say(f"approve with `coffer approve {server}` (all) or `coffer approve {server}__TOOL`")

@@ -404,6 +404,12 @@ def _diagnose(
             held = sum(pins.is_held(cfg.name, t.tool) for t in built)
             if held and diag.status == "ok":
                 diag.notes.append(f"{held} tool(s) held until approved (`coffer diff {cfg.name}`)")
+            from coffer.trust.injection import scan
+
+            for t in built:
+                reasons = scan(t.raw or {}, cfg.name) if pins.is_held(cfg.name, t.tool) else []
+                if reasons:
+                    diag.notes.append(f"{t.name} held: its {reasons[0]}")
             diag.advertised = len(visible)
             diag.tokens = sum(catalogue.schema_tokens(t) for t in visible)
         servers.append(diag)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coffer.errors import NotFoundError, RegistryError
+from coffer.trust.injection import scan
 from coffer.trust.pinhash import (
     CODE_ENV,
     NEW_TOOLS,
@@ -287,8 +288,9 @@ class Pins:
         """Record a listing of `server`; returns the exposed names that are held now.
 
         The first listing of a server is its baseline; after that a changed definition is held, and a
-        new tool is held only under `new_tools = "hold"`. A held tool served again with its approved
-        definition is released.
+        new tool is held only under `new_tools = "hold"`. A new tool whose text addresses the model
+        (`coffer.trust.injection`) is held in any case, baseline included. A held tool served again with
+        its approved definition is released.
         """
         tools = list(tools)
         now = time.time()
@@ -306,6 +308,11 @@ class Pins:
                 definition = tool_definition(tool)
                 text, new_hash = canonical(definition), digest(definition)
                 row = rows.get(tool.tool)
+                if row is None and scan(definition, server):  # aimed at the model: held, even in a baseline
+                    self._insert(server, tool, NEW, None, None, new_hash, text, now)
+                    self._event(server, tool.tool, "held_injection", None, new_hash)
+                    held.add(tool.name)
+                    continue
                 if row is None:
                     if baseline or self.new_tools == "allow":
                         self._insert(server, tool, APPROVED, new_hash, text, None, None, now)

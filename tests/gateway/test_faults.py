@@ -280,10 +280,23 @@ async def test_same_tool_name_on_two_servers(gw: ClientSession) -> None:
     assert await call(gw, "twin__echo", {"text": "1"}) == (True, "twin:1")
 
 
-async def test_injected_description_passes_through_unexecuted(gw: ClientSession, vault: Path) -> None:
+async def test_injected_description_is_held_until_approved(
+    gw: ClientSession, vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A description that addresses the model is held like a rug pull: not listed, not searchable,
+    refused; once the user approves it, it is served verbatim (Coffer never rewrites upstream text)."""
     await call(gw, "inject__whoami")
     tools = {t.name: t for t in (await gw.list_tools()).tools}
-    assert tools["inject__add"].description == INJECTED  # unchanged: Coffer does not rewrite upstream text
+    assert "inject__add" not in tools and "inject__whoami" in tools
+    ok, refused = await call(gw, "inject__add", {"a": 1, "b": 2})
+    assert not ok and "coffer approve" in refused
+    from coffer.trust.pinning import Pins
+
+    monkeypatch.setenv("COFFER_HOME", str(vault))  # the module gateway's vault, as `coffer approve` would
+    with Pins.open() as pins:
+        pins.approve_tool("inject", "add")
+    tools = {t.name: t for t in (await gw.list_tools()).tools}
+    assert tools["inject__add"].description == INJECTED
     assert await call(gw, "inject__add", {"a": 1, "b": 2}) == (True, "add called")
     await healthy(gw)
     assert not [e for e in events(vault) if "exfiltrate" in e]  # nothing acted on the instructions

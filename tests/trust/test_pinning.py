@@ -155,7 +155,10 @@ def test_new_tools_follow_the_setting(coffer_home: Path) -> None:
         assert pins.observe("gh", tools("gh", SEARCH, FETCH, steal)) == {"gh__steal_data"}
         (pin,) = pins.held("gh")
         assert pin.state == "new" and pin.old is None and '+  "name": "steal_data"' in pin.diff()
-        assert pins.observe("other", tools("other", steal)) == set()  # a server's first listing is trusted
+        fetch_only = {"name": "fetch_only", "description": "Fetch a URL.", "inputSchema": {"type": "object"}}
+        assert pins.observe("other", tools("other", fetch_only)) == set()  # a server's first listing is trusted
+        assert pins.observe("third", tools("third", steal)) == {"third__steal_data"}  # ... unless it reaches
+        # for secrets (coffer.trust.injection): held even in a baseline
     (coffer_home / "coffer.toml").write_text('[settings]\nnew_tools = "maybe"\n')
     with pytest.raises(Exception, match='new_tools must be "allow" or "hold"'):
         Pins.open()
