@@ -90,6 +90,8 @@ class View:
         servers = self.registry.enabled_servers()
         if self.pins is not None:
             servers, self._pins_stamp = self.pins.startable(self.registry), self.pins.stamp()
+        # servers known to list start first; those that failed before, or were never seen, after them
+        servers = sorted(servers, key=lambda c: (c.name in self.errors, c.name not in self.lists))
         self.on_sync(servers)
 
     def prefix(self, server: str) -> str | None:

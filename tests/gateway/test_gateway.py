@@ -285,3 +285,15 @@ async def test_broken_tools_are_dropped_and_minus_32000_passes_through(coffer_ho
     report = await anyio.to_thread.run_sync(lambda: doctor.diagnose())
     notes = " ".join(next(d for d in report.servers if d.name == "rough").notes)
     assert "'stringly' was dropped" in notes and "'schemaless' had no inputSchema" in notes
+
+
+async def test_hanging_starts_do_not_starve_healthy_servers(coffer_home: Path) -> None:
+    """Cold start (no snapshot), four servers that never answer initialize registered before two healthy
+    ones: the first tools/list still has the healthy servers' tools (a hanging start gives its slot back)."""
+    for i in range(4):
+        add_fixture(coffer_home, f"hang{i}", "hang_start", timeout=60)
+    add_fixture(coffer_home, "good1")
+    add_fixture(coffer_home, "good2")
+    async with serve(coffer_home) as s:
+        names = await s.tool_names()
+    assert "good1__echo" in names and "good2__echo" in names
