@@ -178,18 +178,25 @@ async def stdio_pipe(
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def read_stdout() -> None:
+        """Split stdout into lines in linear time (each chunk is searched once), and end the session at
+        once when one line outgrows `MAX_LINE_BYTES`: its pending requests fail now, with that reason."""
         assert process.stdout is not None
-        buffer = b""
+        buffer = bytearray()
         try:
             async for chunk in process.stdout:
-                buffer += chunk
-                if b"\n" not in buffer:
-                    if len(buffer) > MAX_LINE_BYTES:
-                        stats.broken = f"a stdout line exceeded {MAX_LINE_BYTES} bytes"
-                        return
-                    continue
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
+                start = 0
+                while True:
+                    newline = chunk.find(b"\n", start)
+                    if newline == -1:
+                        buffer += chunk[start:]
+                        if len(buffer) > MAX_LINE_BYTES:
+                            stats.broken = f"a stdout frame exceeded {MAX_LINE_BYTES // (1024 * 1024)} MB"
+                            return
+                        break
+                    buffer += chunk[start:newline]
+                    start = newline + 1
+                    line = bytes(buffer)
+                    buffer.clear()
                     if not line.strip():
                         continue
                     message = _parse(line)

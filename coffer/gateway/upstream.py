@@ -462,6 +462,10 @@ class Upstream:
                     await self._done.wait()
                 if self.error_class == "auth_needed" and self.last_error:
                     raise UpstreamUnavailable(self.last_error) from exc
+            if self.stats.broken:  # e.g. an oversized frame: say that, not just that the connection closed
+                raise UpstreamUnavailable(
+                    f"server '{self.name}' failed during the request: {self.stats.broken}"
+                ) from exc
             tail = self.stats.last_stderr_line()
             raise UpstreamUnavailable(
                 f"server '{self.name}' closed the connection during the request{f'; stderr: {tail}' if tail else ''}"

@@ -297,3 +297,15 @@ async def test_hanging_starts_do_not_starve_healthy_servers(coffer_home: Path) -
     async with serve(coffer_home) as s:
         names = await s.tool_names()
     assert "good1__echo" in names and "good2__echo" in names
+
+
+async def test_an_oversized_frame_fails_the_call_with_that_reason(coffer_home: Path) -> None:
+    """80 MB on stdout with no newline: the pending call fails as soon as the frame passes the limit (not
+    when its 60 s timeout ends), saying why, and the other servers go on."""
+    add_fixture(coffer_home, "huge", "huge", timeout=60)
+    add_fixture(coffer_home, "calm")
+    async with serve(coffer_home) as s:
+        with anyio.fail_after(45):  # a bound on a hung test, well under the call's own 60 s timeout
+            result = await s.call("huge__hugeline")
+        assert result.is_error and "frame exceeded 64 MB" in text(result), text(result)
+        assert text(await s.call("calm__echo", {"text": "fine"})) == "fine"
