@@ -220,6 +220,8 @@ def backup(path: Path) -> Path:
 
 def replace_file(path: Path, text: str, expected: str | None) -> None:
     """Write atomically with the file's original mode; refuse if it changed since it was read as `expected`."""
+    if path.is_symlink() and not path.exists():
+        raise ClientFileError(f"{path}: a symlink to a file that does not exist; nothing written")
     real = path.resolve() if path.is_symlink() else path
     try:
         current: str | None = real.read_bytes().decode("utf-8")

@@ -57,7 +57,7 @@ class Supervisor(Protocol):
 BACKOFF_BASE_S = 1.0
 BACKOFF_FACTOR = 3.0
 BACKOFF_CAP_S = 300.0
-HEALTHY_RESET_S = 600.0  # a session that lived this long forgets earlier failures
+HEALTHY_RESET_S = 30.0  # a session that served this long forgets earlier failures (it works, between crashes)
 START_SLACK_S = 2.0  # spawn and listing time on top of an initialize that may take the whole timeout
 MAX_PAGES = 50
 CLIENT_INFO = types.Implementation(name="coffer", version=__version__)
@@ -396,6 +396,8 @@ class Upstream:
             if not cursor or cursor in seen:  # a server repeating its cursor must not loop forever
                 break
             seen.add(cursor)
+        else:
+            self.note_problem(f"its {kind} listing was cut after {MAX_PAGES} pages (more were offered)")
         return items
 
     def note_problem(self, problem: str) -> None:

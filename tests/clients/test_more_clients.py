@@ -281,3 +281,12 @@ def test_a_thousand_servers_import_in_one_write(cli: CliRunner, home: Path, coff
         assert all(pins.server_state(cfg) == "approved" for cfg in reg.servers.values())
     backups = list(coffer_home.glob("coffer.toml*"))
     assert sorted(b.name for b in backups) == ["coffer.toml", "coffer.toml.lock"]  # no temp copies left
+
+
+def test_install_refuses_a_dangling_symlink(cli: CliRunner, home: Path) -> None:
+    link = home / ".cursor" / "mcp.json"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(home / "nowhere" / "mcp.json")
+    result = run_cli(cli, "install", "cursor", code=5)
+    assert "does not exist" in result.stderr  # type: ignore[attr-defined]
+    assert not (home / "nowhere").exists()
