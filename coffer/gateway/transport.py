@@ -17,6 +17,7 @@ pool that stops these children, so it never fires early.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import stat
@@ -89,24 +90,94 @@ def _parse(line: bytes) -> SessionMessage | None:
         return None
 
 
-# Runs as `python -I -S -c _SHIM PARENT_PID PROGRAM ARGS...` and becomes PROGRAM (same pid).
+# The supervisor every stdio upstream runs under on Linux: `python -I -S -c _SHIM GATEWAY_PID`, with the
+# server's argv in COFFER_SHIM_ARGV (not on its own command line, so process listings show the server once).
+# It is the child subreaper of the server's whole tree (a worker that escapes with setsid is reparented
+# to it, not to init), it gets SIGTERM from the kernel when the gateway dies (PR_SET_PDEATHSIG, so even
+# `kill -9` of the gateway reaches it), and whenever it is told to stop or the server exits it ends every
+# process left in the tree (SIGTERM, then SIGKILL after 1 s) and exits with the server's status.
 _SHIM = """\
-import ctypes, os, signal, sys
-ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+import ctypes, json, os, signal, sys, time
+libc = ctypes.CDLL(None)
+argv = json.loads(os.environ.pop("COFFER_SHIM_ARGV"))
+libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 if os.getppid() != int(sys.argv[1]):
     os._exit(1)  # the gateway died before the prctl took effect
-for name in ("SIGPIPE", "SIGXFSZ"):  # ignored by Python at startup; exec would keep them ignored
-    signal.signal(getattr(signal, name), signal.SIG_DFL)
-try:
-    os.execv(sys.argv[2], sys.argv[2:])
-except OSError as exc:
-    os.write(2, ("coffer: cannot run %s: %s\\n" % (sys.argv[2], exc.strerror)).encode())
-    os._exit(127)
+me = os.getpid()
+status = [0]
+
+def tree():
+    kids = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open("/proc/%s/stat" % entry) as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [me]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+def end_tree(*_):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in tree():
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + (1.0 if sig == signal.SIGTERM else 0.5)
+        while tree() and time.monotonic() < deadline:
+            reap()
+            time.sleep(0.02)
+        if not tree():
+            break
+    reap()
+    os._exit(status[0])
+
+child = os.fork()
+if child == 0:
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # the server dies with its supervisor, whatever ends that
+    for name in ("SIGPIPE", "SIGXFSZ"):  # ignored by Python at startup; exec would keep them ignored
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    try:
+        os.execv(argv[0], argv)
+    except OSError as exc:
+        os.write(2, ("coffer: cannot run %s: %s\\n" % (argv[0], exc.strerror)).encode())
+        os._exit(127)
+signal.signal(signal.SIGTERM, end_tree)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+null = os.open(os.devnull, os.O_RDWR)
+os.dup2(null, 0)  # only the server holds the pipes: its exit is the gateway's EOF
+os.dup2(null, 1)
+while True:
+    try:
+        pid, raw = os.waitpid(-1, 0)
+    except ChildProcessError:
+        end_tree()
+    if pid == child:
+        code = os.waitstatus_to_exitcode(raw)
+        status[0] = code if code >= 0 else 128 - code
+        end_tree()
 """
 
 
-def _dies_with_us(argv: list[str], cwd: str | None) -> list[str]:
-    """`argv` behind the PDEATHSIG shim on Linux; as it is elsewhere.
+def _dies_with_us(argv: list[str], cwd: str | None, env: dict[str, str]) -> list[str]:
+    """`argv` behind the supervisor shim on Linux (its argv goes into `env`); as it is elsewhere.
 
     Raises FileNotFoundError or PermissionError, as spawning the program directly would, since
     the shim itself always starts.
@@ -117,7 +188,8 @@ def _dies_with_us(argv: list[str], cwd: str | None) -> list[str]:
     mode = os.stat(program).st_mode  # FileNotFoundError, as Popen would raise
     if stat.S_ISDIR(mode) or not os.access(program, os.X_OK):
         raise PermissionError(13, "Permission denied", program)
-    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid()), program, *argv[1:]]
+    env["COFFER_SHIM_ARGV"] = json.dumps([program, *argv[1:]])
+    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid())]
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -163,8 +235,9 @@ async def stdio_pipe(
     Raises OSError (FileNotFoundError, PermissionError) when the program cannot be started.
     `on_exit` runs once the child's stdout ends (it exited or closed stdout).
     """
+    env = dict(env)
     process = await anyio.open_process(
-        _dies_with_us(argv, cwd),
+        _dies_with_us(argv, cwd, env),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

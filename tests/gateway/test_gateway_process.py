@@ -109,3 +109,21 @@ def test_malformed_client_lines_get_json_rpc_errors_and_serving_goes_on(coffer_h
     assert answers[0]["id"] is None and answers[0]["error"]["code"] == -32700
     assert answers[1]["id"] is None and answers[1]["error"]["code"] == -32600
     assert answers[2]["id"] == 7 and answers[2]["result"]["serverInfo"]["name"] == "coffer"
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="the supervisor shim (subreaper, parent-death signal) is Linux-only"
+)
+@pytest.mark.parametrize("how", ["kill-9", "sigterm"])
+async def test_every_process_of_an_upstream_dies_with_the_gateway(coffer_home: Path, tmp_path: Path, how: str) -> None:
+    """A worker that escaped with setsid and ignores SIGTERM still ends when coffer serve is killed -9."""
+    events = tmp_path / "events"
+    add_fixture(coffer_home, "runaway", "escape", events=events)
+    async with serve(coffer_home) as s:
+        assert not (await s.call("runaway__pid")).is_error
+        await wait_for(lambda: any(e.startswith("escapee:") for e in read_events(events)), 20, "the escapee")
+        escapee = next(int(e.split(":")[1]) for e in read_events(events) if e.startswith("escapee:"))
+        assert alive(escapee)
+        os.kill(s.pid, signal.SIGKILL if how == "kill-9" else signal.SIGTERM)
+        await wait_for(s.exited.is_set, timeout=10, what="coffer serve to exit")
+        await wait_for(lambda: not alive(escapee), timeout=10, what="the setsid escapee to be gone")

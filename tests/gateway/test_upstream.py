@@ -16,7 +16,7 @@ from coffer.gateway.pool import Pool, StartGate, probe
 from coffer.gateway.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
 from coffer.gateway.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
 from coffer.vault.registry import ServerConfig
-from tests.fixtures.gateway_harness import FIXTURE
+from tests.fixtures.gateway_harness import FIXTURE, descendants
 
 pytestmark = pytest.mark.anyio
 
@@ -102,16 +102,26 @@ async def test_permanent_failures_are_not_retried(monkeypatch: pytest.MonkeyPatc
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death shim is Linux-only")
 async def test_stdio_children_start_with_default_signal_dispositions() -> None:
-    """The parent-death shim is Python, which ignores SIGPIPE; the program it becomes must not inherit that."""
+    """The supervisor shim is Python, which ignores SIGPIPE; the program it starts must not inherit that."""
     pids: set[int] = set()
     async with stdio_pipe(["/bin/sleep", "30"], child_env({}), None, StreamStats(), lambda: None, pids):
-        (pid,) = pids
+        (shim,) = pids
+        server: list[int] = []
         with anyio.fail_after(10):
-            while not os.readlink(f"/proc/{pid}/exe").endswith("sleep"):  # the shim has exec'd
+            while not server:  # the shim's child, once it has exec'd the program
+                server = [p for p in descendants(shim) if _exe(p).endswith("sleep")]
                 await anyio.sleep(0.01)
-        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{server[0]}/status").read_text().splitlines())
         assert not int(status["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1))
-    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    for pid in (shim, server[0]):
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def _exe(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return ""
 
 
 async def test_env_is_what_the_registry_declares(monkeypatch: pytest.MonkeyPatch) -> None:

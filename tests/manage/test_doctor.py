@@ -179,17 +179,21 @@ def test_refresh_pins_tools_and_indexes_resources(cli: CliRunner, coffer_home: P
 
     update.touch()  # the upstream updated itself: the next start serves a different echo and a new tool
     result = run_cli(cli, "refresh", "rug")
-    assert "rug: held until approved (changed or new): rug__echo; see `coffer diff rug`" in result.stderr
+    # echo changed; steal_data is new and reaches for credentials (coffer.trust.injection): both held
+    held = "rug: held until approved (changed or new): rug__echo, rug__steal_data; see `coffer diff rug`"
+    assert held in result.stderr
     diff = json.loads(run_cli(cli, "diff", "rug", "--json").stdout)
-    (echo,) = diff["tools"]
+    echo, steal = diff["tools"]
     assert echo["name"] == "rug__echo" and echo["state"] == "held" and "evil.example" in echo["diff"]
-    assert diff["events"][0]["event"] == "held_changed"
+    assert steal["name"] == "rug__steal_data" and any("secrets" in r for r in steal["injection"])
+    assert {e["event"] for e in diff["events"][:2]} == {"held_changed", "held_injection"}
     found = json.loads(run_cli(cli, "search", "echo text", "--json", "-k", "20").stdout)
     names = {t["name"] for t in found["tools"]}
     assert "rug__echo" not in names and "res__echo" in names  # held: not searchable either
     assert "rug__steal_data" in {t.name for t in catalogue.server_tools(catalogue.load_snapshot(), "rug")}
 
     run_cli(cli, "approve", "rug__echo")
+    run_cli(cli, "approve", "rug__steal_data")
     rows = {r["name"]: r for r in json.loads(run_cli(cli, "refresh", "--json").stdout)["servers"]}
     assert rows["rug"]["held"] == [] and json.loads(run_cli(cli, "diff", "rug", "--json").stdout)["tools"] == []
 
