@@ -124,6 +124,9 @@ class CodexToml:
         new = tomlkit.dumps(doc)
         expected = dict(before)
         expected[KEY] = {k: v for k, v in before[KEY].items() if k != name}
-        if self._doc(new, path).unwrap() != expected:
+        got = self._doc(new, path).unwrap()
+        if not expected[KEY]:  # the last server: an empty or absent [mcp_servers] means the same
+            got.setdefault(KEY, {})
+        if got != expected:
             raise common.ClientFileError(f"{path}: could not remove '{name}' without disturbing the file")
         return new

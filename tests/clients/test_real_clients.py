@@ -1,6 +1,7 @@
-"""The real Claude Code CLI judges what `coffer import --move` wrote: `claude mcp list` (offline) reads the
-user file and the project's local scope, health-checks every entry, and must find Coffer connected and
-the moved servers gone. .ci/run installs `@anthropic-ai/claude-code` into .ci/node; skipped without it.
+"""The agents' own CLIs judge what `coffer import --move` wrote: `claude mcp list`, `codex mcp list` and
+`gemini mcp list` (all offline) read their config files and must list Coffer and no longer the moved
+servers (Claude Code also health-checks: Coffer must be connected). .ci/run installs them into .ci/node
+(@anthropic-ai/claude-code, @openai/codex, @google/gemini-cli); each test is skipped without its CLI.
 """
 
 from __future__ import annotations
@@ -23,13 +24,18 @@ CLAUDE = ROOT / ".ci" / "node" / "node_modules" / ".bin" / "claude"
 RUN_LIMIT_S = 120  # a bound on a hung run, not a speed target
 
 
-def claude() -> str:
+def agent_cli(name: str) -> str:
     if shutil.which("node") is None:
-        pytest.skip("node is not installed: the Claude Code CLI cannot run")
-    found = str(CLAUDE) if CLAUDE.exists() else shutil.which("claude")
+        pytest.skip(f"node is not installed: the {name} CLI cannot run")
+    local = CLAUDE.parent / name
+    found = str(local) if local.exists() else shutil.which(name)
     if found is None:
-        pytest.skip(f"Claude Code CLI not installed: run .ci/run (npm install --prefix .ci/node) to get {CLAUDE}")
+        pytest.skip(f"the {name} CLI is not installed: run .ci/run (npm install --prefix .ci/node) to get {local}")
     return found
+
+
+def claude() -> str:
+    return agent_cli("claude")
 
 
 def test_claude_code_lists_coffer_after_a_move(
@@ -50,3 +56,25 @@ def test_claude_code_lists_coffer_after_a_move(
     assert done.returncode == 0, out
     lines = [line for line in out.splitlines() if line.startswith(("coffer:", "fx:", "fx2:"))]
     assert len(lines) == 1 and lines[0].startswith("coffer:") and "Connected" in lines[0], out
+
+
+@pytest.mark.parametrize(
+    ("client", "rel", "text"),
+    [
+        ("codex", ".codex/config.toml", '[mcp_servers.fx]\ncommand = "{py}"\nargs = ["{fixture}", "--name", "fx"]\n'),
+        ("gemini", ".gemini/settings.json", '{{"mcpServers": {{"fx": {{"command": "{py}", "args": ["{fixture}"]}}}}}}'),
+    ],
+)
+def test_codex_and_gemini_list_coffer_after_a_move(
+    cli: CliRunner, home: Path, coffer_home: Path, client: str, rel: str, text: str
+) -> None:
+    exe = agent_cli(client)
+    put(home, rel, text.format(py=sys.executable, fixture=FIXTURE))
+    run_cli(cli, "import", client, "--move", "--no-probe")
+    env = dict(os.environ, HOME=str(home), COFFER_HOME=str(coffer_home), CODEX_HOME=str(home / ".codex"))
+    done = subprocess.run([exe, "mcp", "list"], cwd=home, env=env, capture_output=True, text=True, timeout=RUN_LIMIT_S)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    listed = [line for line in out.splitlines() if "coffer" in line or " fx" in line or line.startswith("fx")]
+    assert any("coffer" in line and "serve" in line for line in listed), out
+    assert not any(line.split()[0].strip("○●✓✗:") == "fx" for line in listed if line.split()), out
