@@ -96,3 +96,14 @@ def test_profile_commands_and_install_round_trip(cli: CliRunner, coffer_home: Pa
     assert "unknown profile" in missing.stderr  # type: ignore[attr-defined]
     run_cli(cli, "profile", "rm", "small")
     assert "small" not in registry.load().profiles
+
+
+async def test_call_tool_refuses_a_held_tool(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    with (coffer_home / "coffer.toml").open("a") as fh:
+        fh.write('\n[settings]\nnew_tools = "hold"\n')
+    await anyio.to_thread.run_sync(cli_add, "lookup", "--mode", "search")
+    async with serve(coffer_home, args=("--profile", "lookup")) as s:
+        grown = text(await s.call("coffer__call_tool", {"name": "alpha__grow", "arguments": {}}))
+        held = await s.call("coffer__call_tool", {"name": f"alpha__{grown}", "arguments": {}})
+        assert held.is_error and "coffer approve" in text(held), text(held)
