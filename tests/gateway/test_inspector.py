@@ -67,7 +67,7 @@ def test_inspector_lists_and_calls_through_the_gateway(cli: CliRunner, coffer_ho
     )
     assert found["isError"] is False and found["structuredContent"]["tools"][0]["name"] == "alpha__echo"
 
-    rows = [json.loads(line) for line in run_cli(cli, "log", "--json").stdout.splitlines()]
+    rows = json.loads(run_cli(cli, "log", "--json").stdout)["calls"]
     assert {(r["client_name"], r["server"], r["tool"], r["outcome"]) for r in rows} >= {
         ("inspector-cli", "alpha", "echo", "ok"),
         ("inspector-cli", "coffer", "search_tools", "ok"),
