@@ -382,13 +382,9 @@ class Gateway:
 
 def _usage() -> dict[tuple[str, str], int]:
     """Calls per (server, tool) from the invocation log, for a profile's cap; empty when unreadable."""
-    from coffer.log.calls import open_log, stats
+    from coffer.log.calls import call_counts
 
     try:
-        db = open_log()
+        return call_counts()
     except Exception:  # a log that cannot be read must not stop the gateway
         return {}
-    try:
-        return {(str(r["server"]), str(r["tool"])): int(r["count"]) for r in stats(db)}
-    finally:
-        db.conn.close()

@@ -409,6 +409,16 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (pos - low)
 
 
+def call_counts(path: Path | None = None) -> dict[tuple[str, str], int]:
+    """Calls per (server, tool), all time: the order a profile's cap follows (coffer.gateway.profiles)."""
+    db = open_log(path)
+    try:
+        rows = db.execute("SELECT server, tool, COUNT(*) FROM calls GROUP BY server, tool").fetchall()
+    finally:
+        db.conn.close()
+    return {(str(server), str(tool)): int(count) for server, tool, count in rows}
+
+
 def stats(db: sqlite_utils.Database, filters: Filters | None = None) -> list[dict[str, Any]]:
     """Per server/tool: calls, failures (error, timeout, refused), error rate, p50/p95 duration; busiest first."""
     where, params = filters.where() if filters else ("1", [])

@@ -6,19 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from coffer.gateway import builtins, profiles
+from coffer.log.calls import call_counts
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry
-
-
-def _usage() -> dict[tuple[str, str], int]:
-    from coffer.log.calls import open_log, stats
-
-    db = open_log()
-    try:
-        return {(str(r["server"]), str(r["tool"])): int(r["count"]) for r in stats(db)}
-    finally:
-        db.conn.close()
 
 
 def preview(name: str | None, reg: registry.Registry | None = None) -> dict[str, Any]:
@@ -30,7 +21,7 @@ def preview(name: str | None, reg: registry.Registry | None = None) -> dict[str,
     defs = builtins.tool_definitions()
     shown = None
     if profile is not None:
-        shown = profiles.select(profile, tools, len(defs), _usage(), list(reg.servers))
+        shown = profiles.select(profile, tools, len(defs), call_counts(), list(reg.servers))
     listed = profiles.tools_result(
         defs, builtins.call_tool_definition(), tools, shown, profile.max_tools if profile else None
     )
