@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 from coffer.errors import CofferError, ConflictError, NotFoundError, UsageError
 from coffer.vault.fsutil import atomic_write
-from coffer.vault.registry import ENV_KEY_RE, NAME_RE, REF_RE, ServerConfig, _validate_maps
+from coffer.vault.masking import REF_RE
+from coffer.vault.registry import ENV_KEY_RE, NAME_RE, ServerConfig, _validate_maps
 
 
 class ClientFileError(CofferError):

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from coffer.errors import CofferError, SecretError
 from coffer.trust import secrets
 from coffer.trust.redact import register, registered
-from coffer.vault.registry import ENV_KEY_RE, REF_RE, ServerConfig
+from coffer.vault.masking import REF_RE
+from coffer.vault.registry import ENV_KEY_RE, ServerConfig
 
 
 def expand(value: str, environ: Mapping[str, str] | None = None, what: str = "value") -> str:
