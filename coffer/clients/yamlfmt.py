@@ -59,6 +59,14 @@ def _plain(data: Any) -> Any:
     return data
 
 
+def _written(data: Any, path: Path, expected: dict[str, Any], what: str) -> str:
+    """The edited document as text, once it reads back as `expected` (never write what does not)."""
+    new = _dump(data)
+    if _plain(_load(new, path)) != expected:
+        raise common.ClientFileError(f"{path}: could not {what} without disturbing the file")
+    return new
+
+
 class GooseYaml:
     """goose's `extensions:` mapping: `{cmd, args, envs, enabled, type: stdio}` or `{type: streamable_http, uri}`."""
 
@@ -112,11 +120,8 @@ class GooseYaml:
         elif name in ext and not replace:
             raise ConflictError(f"{path}: '{self.key}.{name}' already exists")
         ext[name] = entry
-        new = _dump(data)
         expected = before | {self.key: {**before.get(self.key, {}), name: entry}}
-        if _plain(_load(new, path)) != expected:
-            raise common.ClientFileError(f"{path}: could not add '{name}' without disturbing the file")
-        return new
+        return _written(data, path, expected, f"add '{name}'")
 
     def remove(self, text: str, path: Path, name: str, where: tuple[str, ...] | None = None) -> str:
         data = _load(text, path)
@@ -125,11 +130,8 @@ class GooseYaml:
             return text
         before = _plain(data)
         del ext[name]
-        new = _dump(data)
         del before[self.key][name]
-        if _plain(_load(new, path)) != before:
-            raise common.ClientFileError(f"{path}: could not remove '{name}' without disturbing the file")
-        return new
+        return _written(data, path, before, f"remove '{name}'")
 
 
 class ContinueYaml:
@@ -188,10 +190,7 @@ class ContinueYaml:
         else:
             servers[index] = entry
             expected_list[index] = entry
-        new = _dump(data)
-        if _plain(_load(new, path)) != before | {self.key: expected_list}:
-            raise common.ClientFileError(f"{path}: could not add '{name}' without disturbing the file")
-        return new
+        return _written(data, path, before | {self.key: expected_list}, f"add '{name}'")
 
     def remove(self, text: str, path: Path, name: str, where: tuple[str, ...] | None = None) -> str:
         data = _load(text, path)
@@ -202,7 +201,4 @@ class ContinueYaml:
         before = _plain(data)
         del servers[index]
         del before[self.key][index]
-        new = _dump(data)
-        if _plain(_load(new, path)) != before:
-            raise common.ClientFileError(f"{path}: could not remove '{name}' without disturbing the file")
-        return new
+        return _written(data, path, before, f"remove '{name}'")
