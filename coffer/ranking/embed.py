@@ -30,6 +30,7 @@ _TOKENIZER_FILE = ("tokenizers", "l2_supercat_tokenizer_config.json")
 _WEIGHTS_FILE = ("weights", "l2_supercat_256.safetensors")
 _TENSOR_KEY = "embedding.weight"
 _KEEP_CACHE_FILES = 8
+_ENCODE_BATCH = 256
 
 
 class Embedder(Protocol):
@@ -62,10 +63,14 @@ class EmbeddingModel:
         if not texts:
             return out
         vocab = self.matrix.shape[0]
-        for row, enc in enumerate(self.tokenizer.encode_batch(list(texts), add_special_tokens=False)):
-            ids = [i for i in enc.ids if 0 <= i < vocab]
-            if ids:
-                out[row] = self.matrix[ids].mean(axis=0)
+        # in batches: the tokenizer's encodings (offsets, token strings) for 10,000 texts at once cost
+        # ~200 MB that the allocator keeps after they are freed
+        for start in range(0, len(texts), _ENCODE_BATCH):
+            batch = self.tokenizer.encode_batch(list(texts[start : start + _ENCODE_BATCH]), add_special_tokens=False)
+            for row, enc in enumerate(batch, start):
+                ids = [i for i in enc.ids if 0 <= i < vocab]
+                if ids:
+                    out[row] = self.matrix[ids].mean(axis=0, dtype=np.float32)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
@@ -98,7 +103,10 @@ def load_bundled_model(package_dir: Path | None = None) -> EmbeddingModel:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         tensors = load_file(str(weights_path))
-        matrix = np.ascontiguousarray(tensors[_TENSOR_KEY], dtype=np.float32)
+        # kept as stored (float16: 16 MB, not 32): rows are averaged in float32
+        matrix = np.ascontiguousarray(tensors[_TENSOR_KEY])
+        if matrix.dtype not in (np.float16, np.float32):
+            matrix = matrix.astype(np.float32)
     except Exception as exc:  # corrupt file, wrong format: any of these means "no semantic path"
         raise ModelUnavailable(f"embedding model failed to load: {type(exc).__name__}: {exc}") from exc
     if matrix.ndim != 2 or matrix.shape[0] == 0:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -14,6 +17,9 @@ from coffer.ranking.bm25 import BM25Index, BM25Params
 from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
+from coffer.ranking.snapshot import load as snapshot_load
+from coffer.ranking.snapshot import save as snapshot_save
+from coffer.ranking.snapshot import snapshot_path
 from coffer.ranking.tokenize import expand_abbreviations, save_stem_cache, tokenize, use_stem_cache
 from coffer.ranking.vocabulary import rewrite, split_steps
 
@@ -34,6 +40,15 @@ MINILM_SHARE = 0.625  # of the semantic part: 0.5 / (0.3 + 0.5)
 IMPLIED_SLOT = 2
 NAME_COVER_BONUS = 0.05
 NAME_COVER_CANDIDATES = 30
+
+
+def release_freed_memory() -> None:
+    """Hand the build's freed scratch memory back to the OS (glibc keeps it otherwise: at 10,000 tools
+    about a quarter of the process's growth is tokenizer and postings scratch that is already free)."""
+    if sys.platform != "linux":
+        return
+    with contextlib.suppress(OSError, AttributeError):  # musl and other libcs have no malloc_trim
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 @dataclass(frozen=True)
@@ -121,21 +136,89 @@ class Ranker:
         self.note: str | None = None
         if cache_dir is not None:
             use_stem_cache(cache_dir / "stems.json")
-        self._bm25 = BM25Index([doc_fields(d) for d in self.docs], bm25_params)
-        if cache_dir is not None:
-            save_stem_cache()
-        self._name_terms: list[frozenset[str]] | None = None  # built on first use (coffer.ranking.vocabulary)
+        self._name_terms: dict[int, frozenset[str]] = {}  # filled on use (only leading candidates need them)
         self._semantic: _SemanticIndex | None = None
         self._dense: _DenseIndex | None = None
-        if mode != "bm25":
-            self._semantic = self._build_semantic(cache_dir)
-            if self._semantic is not None and backend != "wordllama":
-                self._dense = self._build_dense(cache_dir, required=backend == "minilm")
+        snap_path = None
+        if cache_dir is not None:
+            parts = [docs_hash(self.docs), mode, backend, repr(bm25_params or BM25Params())]
+            snap_path = snapshot_path(cache_dir, parts)
+        saved = snapshot_load(snap_path) if snap_path is not None else None
+        # True when the indexes came from a snapshot (coffer.ranking.snapshot) rather than a build
+        self.from_snapshot = saved is not None and self._restore(saved, mode, backend, bm25_params)
+        if not self.from_snapshot:
+            self._bm25 = BM25Index([doc_fields(d) for d in self.docs], bm25_params)
+            if cache_dir is not None:
+                save_stem_cache()
+            if mode != "bm25":
+                self._semantic = self._build_semantic(cache_dir)
+                if self._semantic is not None and backend != "wordllama":
+                    self._dense = self._build_dense(cache_dir, required=backend == "minilm")
+            if snap_path is not None:
+                snapshot_save(snap_path, self._arrays())
+            release_freed_memory()
         default_weight = MINILM_BM25_WEIGHT if self._dense is not None else BM25_WEIGHT
         self.bm25_weight = default_weight if bm25_weight is None else bm25_weight
         self.ranker = mode if self._semantic is not None else "bm25"
         if self._dense is not None:
             self.ranker = f"{mode}-minilm"
+
+    def _arrays(self) -> dict[str, np.ndarray]:
+        """What a snapshot holds: the BM25 index, and the vectors of whichever models ran."""
+        import numpy as np
+
+        arrays = self._bm25.to_arrays()
+        if self._semantic is not None:
+            arrays.update(
+                sem_matrix=self._semantic.matrix,
+                sem_owners=self._semantic.owners,
+                sem_starts=self._semantic.starts,
+                sem_model=np.frombuffer(self._semantic.model.model_id.encode(), dtype=np.uint8),
+            )
+        if self._dense is not None:
+            arrays.update(
+                dense_matrix=self._dense.matrix,
+                dense_model=np.frombuffer(self._dense.model.model_id.encode(), dtype=np.uint8),
+            )
+        return arrays
+
+    def _restore(self, saved: dict[str, np.ndarray], mode: str, backend: str, params: BM25Params | None) -> bool:
+        """Take a snapshot's indexes; False (build afresh) when it lacks a part this ranker would build,
+        holds vectors of another model, or does not fit the docs."""
+        from coffer.ranking.embed import ModelUnavailable, get_model
+        from coffer.ranking.minilm import get_minilm, installed
+
+        n = len(self.docs)
+        try:
+            bm25 = BM25Index.from_arrays(saved, params)
+            if bm25.n_docs != n:
+                return False
+            semantic = dense = None
+            if mode != "bm25":
+                if "sem_matrix" not in saved:
+                    return False  # the model was missing when it was saved: try it again
+                model = get_model()
+                if saved["sem_model"].tobytes().decode() != model.model_id or saved["sem_matrix"].shape[1] != model.dim:
+                    return False
+                semantic = _SemanticIndex(
+                    model=model,
+                    matrix=saved["sem_matrix"],
+                    n_docs=n,
+                    owners=saved["sem_owners"],
+                    starts=saved["sem_starts"],
+                )
+                wants_dense = backend == "minilm" or (backend == "auto" and installed())
+                if wants_dense:
+                    if "dense_matrix" not in saved:
+                        return False
+                    dense_model = get_minilm()
+                    if saved["dense_model"].tobytes().decode() != dense_model.model_id:
+                        return False
+                    dense = _DenseIndex(model=dense_model, matrix=saved["dense_matrix"])
+        except (KeyError, ValueError, IndexError, ModelUnavailable):
+            return False
+        self._bm25, self._semantic, self._dense = bm25, semantic, dense
+        return True
 
     def _build_semantic(self, cache_dir: Path | None) -> _SemanticIndex | None:
         import numpy as np
@@ -216,12 +299,12 @@ class Ranker:
         create_pull_request, not create_pull_request_review) gets `NAME_COVER_BONUS`."""
         if NAME_COVER_BONUS <= 0 or not len(scores):
             return scores
-        if self._name_terms is None:
-            self._name_terms = [frozenset(tokenize(d.name)) for d in self.docs]
         wanted = set(query_terms)
         out = scores.copy()
         for i in top_k(scores, NAME_COVER_CANDIDATES):
-            terms = self._name_terms[i]
+            terms = self._name_terms.get(i)
+            if terms is None:
+                terms = self._name_terms[i] = frozenset(tokenize(self.docs[i].name))
             if terms and terms <= wanted:
                 out[i] += NAME_COVER_BONUS
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -234,10 +235,33 @@ def test_vectors_are_cached_by_content_hash(real_docs: list[Doc], tmp_path: Path
     q = "rename a file"
     assert [(d.id, s) for d, s in first.search(q, 5).hits] == [(d.id, s) for d, s in second.search(q, 5).hits]
     files[0].write_bytes(b"garbage")  # a damaged cache is recomputed, not trusted
+    shutil.rmtree(tmp_path / "index")  # (the whole-index snapshot would answer first)
     third = Ranker(real_docs, mode="hybrid", cache_dir=tmp_path)
     assert [d.id for d, _ in third.search(q, 5).hits] == [d.id for d, _ in first.search(q, 5).hits]
     changed = Ranker([*real_docs[:-1], Doc(id="x", name="x", text="new tool")], mode="hybrid", cache_dir=tmp_path)
     assert changed.ranker == "hybrid" and len(list((tmp_path / "vectors").glob("*.npy"))) == 2
+
+
+def test_a_built_index_is_restored_from_its_snapshot(real_docs: list[Doc], tmp_path: Path) -> None:
+    first = Ranker(real_docs, mode="hybrid", cache_dir=tmp_path)
+    assert not first.from_snapshot
+    (snap,) = (tmp_path / "index").glob("*.npz")
+    second = Ranker(real_docs, mode="hybrid", cache_dir=tmp_path)
+    assert second.from_snapshot and second.ranker == "hybrid"
+    for q in ("open a PR", "rename a file", "take a screenshot of the page; then save it to shot.png"):
+        assert [(d.id, s) for d, s in first.search(q, 8).hits] == [(d.id, s) for d, s in second.search(q, 8).hits]
+    # another mode or catalogue is another snapshot; BM25 alone holds no vectors
+    bm25 = Ranker(real_docs, mode="bm25", cache_dir=tmp_path)
+    assert not bm25.from_snapshot and Ranker(real_docs, mode="bm25", cache_dir=tmp_path).from_snapshot
+    assert not Ranker(real_docs[:-1], mode="hybrid", cache_dir=tmp_path).from_snapshot
+    # a damaged snapshot is rebuilt (and rewritten), never trusted
+    snap.write_bytes(snap.read_bytes()[:1000])
+    third = Ranker(real_docs, mode="hybrid", cache_dir=tmp_path)
+    assert not third.from_snapshot
+    assert [d.id for d, _ in third.search("rename a file", 5).hits] == [
+        d.id for d, _ in first.search("rename a file", 5).hits
+    ]
+    assert Ranker(real_docs, mode="hybrid", cache_dir=tmp_path).from_snapshot
 
 
 def test_cached_ranker_is_reused_while_docs_are_unchanged(real_docs: list[Doc]) -> None:
