@@ -9,7 +9,6 @@ is ignored, and only the newest few are kept.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -27,12 +26,9 @@ _FOLDER = "index"
 
 def snapshot_path(cache_dir: Path, parts: Sequence[str]) -> Path:
     """Where the snapshot for these key parts (docs hash, mode, settings, model ids) lives."""
-    digest = hashlib.sha256(FORMAT.encode())
-    for part in parts:
-        data = part.encode("utf-8", "surrogatepass")
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
-    return cache_dir / _FOLDER / f"{digest.hexdigest()[:40]}.npz"
+    from coffer.ranking.embed import texts_hash
+
+    return cache_dir / _FOLDER / f"{texts_hash(FORMAT, parts)[:40]}.npz"
 
 
 def load(path: Path) -> dict[str, np.ndarray] | None:
