@@ -26,8 +26,11 @@ BASELINE = Path(__file__).parent / "baseline.json"
 K = 10
 
 
-def make_ranker(ds: datasets.Dataset, name: str, cache_dir: Path | None, implied: bool = True) -> Any:
-    """The Ranker for one ranker name, as the gateway builds it for tools (implied needs on)."""
+def make_ranker(
+    ds: datasets.Dataset, name: str, cache_dir: Path | None, implied: bool = True, model: Any = None
+) -> Any:
+    """The Ranker for one ranker name, as the gateway builds it for tools (implied needs on); `model`
+    replaces the bundled semantic model (bench/bench_models.py compares models this way)."""
     from coffer.ranking import Ranker, docs_from_tools
 
     mode, _, backend = name.partition("-")
@@ -37,13 +40,16 @@ def make_ranker(ds: datasets.Dataset, name: str, cache_dir: Path | None, implied
         cache_dir=cache_dir,
         embeddings=backend or "wordllama",
         implied_needs=implied,
+        model=model,
     )
 
 
-def evaluate(ds: datasets.Dataset, mode: str, cache_dir: Path | None = None, implied: bool = True) -> dict[str, Any]:
+def evaluate(
+    ds: datasets.Dataset, mode: str, cache_dir: Path | None = None, implied: bool = True, model: Any = None
+) -> dict[str, Any]:
     """Rank every query of `ds` with one ranker; mean metrics in percent, plus timings."""
     started = time.perf_counter()
-    ranker = make_ranker(ds, mode, cache_dir, implied)
+    ranker = make_ranker(ds, mode, cache_dir, implied, model)
     build_s = time.perf_counter() - started
     totals = dict.fromkeys(metrics.METRICS, 0.0)
     search_s = 0.0

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 from coffer.errors import UsageError
 from coffer.ranking.bm25 import BM25Index, BM25Params
 from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
+from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
 from coffer.ranking.snapshot import load as snapshot_load
@@ -26,7 +27,7 @@ from coffer.ranking.vocabulary import rewrite, split_steps
 if TYPE_CHECKING:
     import numpy as np
 
-    from coffer.ranking.embed import Embedder, EmbeddingModel
+    from coffer.ranking.embed import Embedder
 
 Mode = Literal["hybrid", "bm25", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "bm25", "semantic")
@@ -63,7 +64,7 @@ class RankResult:
 
 @dataclass
 class _SemanticIndex:
-    model: EmbeddingModel
+    model: Embedder
     matrix: np.ndarray  # one unit vector per doc, then the extra sentence vectors of long docs
     n_docs: int
     owners: np.ndarray  # doc index of each run of sentence rows
@@ -123,6 +124,7 @@ class Ranker:
         embeddings: str | None = None,
         implied_needs: bool = False,
         split_steps: bool = True,
+        model: Embedder | None = None,
     ):
         from coffer.ranking.minilm import requested_backend
 
@@ -134,6 +136,7 @@ class Ranker:
         self.implied_needs = implied_needs
         self.split_steps = split_steps
         self.note: str | None = None
+        self._model = model  # the semantic model; None: the bundled wordllama one (embed.get_model)
         if cache_dir is not None:
             use_stem_cache(cache_dir / "stems.json")
         self._name_terms: dict[int, frozenset[str]] = {}  # filled on use (only leading candidates need them)
@@ -141,7 +144,8 @@ class Ranker:
         self._dense: _DenseIndex | None = None
         snap_path = None
         if cache_dir is not None:
-            parts = [docs_hash(self.docs), mode, backend, repr(bm25_params or BM25Params())]
+            sem_id = model.model_id if model is not None else WORDLLAMA_ID
+            parts = [docs_hash(self.docs), mode, backend, sem_id, repr(bm25_params or BM25Params())]
             snap_path = snapshot_path(cache_dir, parts)
         saved = snapshot_load(snap_path) if snap_path is not None else None
         # True when the indexes came from a snapshot (coffer.ranking.snapshot) rather than a build
@@ -197,7 +201,7 @@ class Ranker:
             if mode != "bm25":
                 if "sem_matrix" not in saved:
                     return False  # the model was missing when it was saved: try it again
-                model = get_model()
+                model = self._model or get_model()
                 if saved["sem_model"].tobytes().decode() != model.model_id or saved["sem_matrix"].shape[1] != model.dim:
                     return False
                 semantic = _SemanticIndex(
@@ -226,7 +230,7 @@ class Ranker:
         from coffer.ranking.embed import ModelUnavailable, cached_vectors, get_model
 
         try:
-            model = get_model()
+            model = self._model or get_model()
         except ModelUnavailable as exc:
             self.note = f"semantic model unavailable, ranked with BM25 only: {exc}"
             return None
