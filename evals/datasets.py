@@ -11,6 +11,10 @@ from typing import Any
 
 DATA_DIR = Path(__file__).parent / "data"
 DATASETS = ("coffer-real", "livemcpbench", "metatool")
+# Report-only sets: not in the regression baseline. coffer-real-i18n is 36 coffer-real queries written
+# in six other languages (es, de, fr, pt, zh, ja), ranked over coffer-real's tools.
+EXTRA_DATASETS = ("coffer-real-i18n",)
+_TOOLS_FROM = {"coffer-real-i18n": "coffer-real"}
 # metatool has 21,111 queries; a fixed, order-independent subsample keeps the default run fast.
 METATOOL_SAMPLE = 1000
 
@@ -96,8 +100,9 @@ def load(name: str, full: bool = False, part: str | None = None) -> Dataset:
     """Load one data set. For metatool, `full` uses every query instead of the fixed sample."""
     folder = DATA_DIR / name
     if not folder.is_dir():
-        raise ValueError(f"unknown data set {name!r} (known: {', '.join(DATASETS)})")
-    tools = [_tool(r) for r in _read_jsonl(folder / "tools.jsonl")]
+        raise ValueError(f"unknown data set {name!r} (known: {', '.join(DATASETS + EXTRA_DATASETS)})")
+    tools_folder = DATA_DIR / _TOOLS_FROM.get(name, name)
+    tools = [_tool(r) for r in _read_jsonl(tools_folder / "tools.jsonl")]
     rows = _read_jsonl(folder / "queries.jsonl")
     note = ""
     if name == "metatool":

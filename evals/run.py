@@ -155,7 +155,12 @@ def _render(rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.run", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=SUITES, action="append", help="suite to run (default: all)")
-    parser.add_argument("--dataset", choices=datasets.DATASETS, action="append", help="data set (default: all)")
+    parser.add_argument(
+        "--dataset",
+        choices=datasets.DATASETS + datasets.EXTRA_DATASETS,
+        action="append",
+        help="data set (default: all; the report-only ones are never in the baseline)",
+    )
     parser.add_argument(
         "--ranker",
         choices=RANKERS + OPTIONAL_RANKERS,
@@ -173,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # --dataset narrows tool_search; the ask suite (coffer__ask retrieval) has one bundled vault
     suites = args.suite or (["tool_search"] if args.dataset else list(SUITES))
-    names = args.dataset or list(datasets.DATASETS)
+    names = args.dataset or list(datasets.DATASETS + datasets.EXTRA_DATASETS)
     rankers = args.ranker or default_rankers()
     if args.write_baseline and (
         args.full or args.dataset or args.ranker or args.no_implied or "tool_search" not in suites
@@ -188,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.write_baseline:
             keep = ("dataset", "ranker", "queries", *metrics.METRICS)
             # not the /steps view, nor the optional rankers CI cannot run
-            scored = [{k: r[k] for k in keep} for r in rows if r["mrr@10"] is not None and r["ranker"] in RANKERS]
+            scored = [
+                {k: r[k] for k in keep}
+                for r in rows
+                if r["mrr@10"] is not None and r["ranker"] in RANKERS and r["dataset"] in datasets.DATASETS
+            ]
             baseline = {"version": 1, "suite": "tool_search", "results": scored}
             BASELINE.write_text(json.dumps(baseline, indent=2) + "\n", encoding="utf-8")
     if "ask" in suites:  # its own runner and report: python -m evals.ask
