@@ -65,7 +65,7 @@ def merge(
                 continue
             m.prompts[p.name] = p
             if shown:
-                m.prompts_result.append({**p.raw, "name": p.name})
+                m.prompts_result.append(p.wire)
         if not shown:
             continue
         for res in kinds.get("resources", []):
@@ -82,7 +82,7 @@ def merge(
     m.visible_tools.sort(key=lambda t: t.name)
     digest = hashlib.sha256()
     for t in m.visible_tools:
-        m.tools_result.append({**t.raw, "name": t.name})
+        m.tools_result.append(t.wire)
         digest.update(json.dumps([t.name, t.description, t.input_schema], sort_keys=True).encode())
     m.key = digest.hexdigest()[:16]
     return m

@@ -71,10 +71,10 @@ def tools_result(
 ) -> list[dict[str, Any]]:
     """The tools/list answer: built-ins, `coffer__call_tool` when something is hidden, the shown tools."""
     if shown is None:
-        return [*builtins, *({**t.raw, "name": t.name} for t in tools)]
+        return [*builtins, *(t.wire for t in tools)]
     visible = {t.name: t for t in tools}
     out = [*builtins, *([call_tool] if shown.hides else [])]
-    out += [{**visible[n].raw, "name": n} for n in shown.names if n in visible]
+    out += [visible[n].wire for n in shown.names if n in visible]
     return out[:cap] if cap is not None else out
 
 

@@ -22,6 +22,7 @@ from coffer.errors import RegistryError
 from coffer.vault import paths
 from coffer.vault.fsutil import atomic_write, locked
 from coffer.vault.registry import SEP, Registry
+from coffer.vault.schema import prune_unused_defs
 
 SNAPSHOT_VERSION = 1
 # 64 is the client limit; Claude Code prepends `mcp__coffer__` (13 chars).
@@ -42,6 +43,9 @@ class CatalogueTool:
     title: str | None = None
     annotations: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # the item tools/list (or prompts/list) gives hosts: raw under the exposed name, its input schema
+    # without unreachable definitions (coffer.vault.schema)
+    wire: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass
@@ -120,6 +124,9 @@ def build_tools(server: str, raw_tools: Iterable[dict[str, Any]], prefix: str | 
             exposed = exposed_name(server, name, hash_len, prefix)
         taken.add(exposed)
         schema = raw.get("inputSchema") or {"type": "object"}
+        wire = {**raw, "name": exposed}
+        if isinstance(raw.get("inputSchema"), dict):
+            wire["inputSchema"] = prune_unused_defs(raw["inputSchema"])
         out.append(
             CatalogueTool(
                 name=exposed,
@@ -130,6 +137,7 @@ def build_tools(server: str, raw_tools: Iterable[dict[str, Any]], prefix: str | 
                 title=raw.get("title"),
                 annotations=raw.get("annotations"),
                 raw=raw,
+                wire=wire,
             )
         )
     out.sort(key=lambda t: t.name)
@@ -267,6 +275,7 @@ def find_tool(snapshot: Snapshot | None, server: str, name: str, prefix: str | N
 
 
 def schema_tokens(tool: CatalogueTool) -> int:
-    """Rough token cost of advertising a tool (chars/4), for `coffer doctor`."""
-    body = json.dumps({"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema})
+    """Rough token cost of advertising a tool (chars/4, as listed), for `coffer doctor`."""
+    schema = tool.wire.get("inputSchema", tool.input_schema)
+    body = json.dumps({"name": tool.name, "description": tool.description, "inputSchema": schema})
     return len(body) // 4

@@ -287,6 +287,22 @@ async def test_broken_tools_are_dropped_and_minus_32000_passes_through(coffer_ho
     assert "'stringly' was dropped" in notes and "'schemaless' had no inputSchema" in notes
 
 
+async def test_unreachable_schema_definitions_are_not_advertised(coffer_home: Path) -> None:
+    """A definition no $ref reaches costs every request tokens and validates nothing: listed without it;
+    the ones the schema uses stay, and the tool is called as before."""
+    add_fixture(coffer_home, "shared", "shared_defs")
+    async with serve(coffer_home) as s:
+        tools = {t.name: t for t in (await s.session.list_tools()).tools}
+        schema = tools["shared__locate"].input_schema
+        assert set(schema["$defs"]) == {"place", "name"}
+        assert schema["properties"] == {"place": {"$ref": "#/$defs/place"}} and schema["required"] == ["place"]
+        assert text(await s.call("shared__locate", {"place": {"city": "Oslo"}})) == "Oslo"
+    snap = catalogue.load_snapshot()  # the catalogue keeps what the server sent, for pinning and diff
+    assert snap is not None
+    (raw,) = [t for t in snap.servers["shared"].tools if t["name"] == "locate"]
+    assert "pageBlock" in raw["inputSchema"]["$defs"]
+
+
 async def test_hanging_starts_do_not_starve_healthy_servers(coffer_home: Path) -> None:
     """Cold start (no snapshot), four servers that never answer initialize registered before two healthy
     ones: the first tools/list still has the healthy servers' tools (a hanging start gives its slot back)."""
