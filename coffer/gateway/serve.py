@@ -8,8 +8,8 @@ and every upstream process group is gone before it does (each stop is bounded to
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -17,66 +17,113 @@ import socket
 import stat
 import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from coffer.errors import CofferError
 from coffer.gateway.server import Gateway
+from coffer.gateway.transport import wire_bytes
+
+if TYPE_CHECKING:
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCMessage
 
 log = logging.getLogger("coffer.serve")
 STDIN_LINE_LIMIT = 64 * 1024 * 1024
+READ_CHUNK = 1024 * 1024
+TOO_LONG = b"\0too long"  # what _StdinLines gives for a dropped line (a real line never starts with NUL)
 HOST_WAIT_S = 2.0  # an upstream's handshake waits at most this long for the host's (normally instant)
 
 
-PARSE_ERROR = '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not JSON"}}\n'
+PARSE_ERROR = '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not JSON"}}'
+LINE_TOO_LONG = (
+    '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is over the 64 MB limit"}}'
+)
 INVALID_REQUEST = (
-    '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: id must be a string or a number"}}\n'
+    '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid request: id must be a string or a number"}}'
 )
 
 
-def _rejection(line: str) -> str | None:
-    """The JSON-RPC error a malformed client line gets (id null, as the spec says), or None to pass it on.
+def _inbound(line: bytes | bytearray) -> SessionMessage | Exception | str | None:
+    """One client line, parsed once: the message; the validation error the SDK's session expects for
+    JSON that is not JSON-RPC; the error text to answer (id null, as the spec says) for a line that
+    is not JSON or a request whose id is neither string nor number (the SDK would drop both without
+    a word, and a client waiting on them would wait forever); None for a blank line.
 
-    The SDK drops such lines without a word; a client waiting on them would wait forever."""
+    Parsed with pydantic-core, then validated from the objects: the SDK's own path parses the line
+    with pydantic and a check needs a second parse, which for a 50 MB argument is 50 MB more."""
+    import mcp_types as types
+    from mcp.shared.message import SessionMessage
+    from pydantic_core import from_json
+
+    if line == TOO_LONG:
+        return LINE_TOO_LONG
     if not line.strip():
         return None
     try:
-        message = json.loads(line)
+        message = from_json(line)
     except ValueError:
-        return PARSE_ERROR
+        try:  # not UTF-8: read it as the SDK did (replacement characters), then judge the JSON
+            message = from_json(bytes(line).decode("utf-8", "replace"))
+        except ValueError:
+            return PARSE_ERROR
     if isinstance(message, dict) and "id" in message:
         rid = message["id"]
         if isinstance(rid, bool) or (not isinstance(rid, str | int | float) and rid is not None):
             return INVALID_REQUEST
-    return None
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(message, by_name=False))
+    except Exception as exc:  # what the SDK's stdio reader hands its session for such a line
+        return exc
 
 
 class _StdinLines:
-    """stdin as async lines read by the event loop, so a shutdown never waits on a thread blocked in read().
+    """stdin as async byte lines read by the event loop, so a shutdown never waits on a thread blocked
+    in read().
 
-    A line that is not JSON, or a request whose id is an object, is answered here with a JSON-RPC error
-    (`reject`) and not passed on."""
+    Split in linear time into the bytearray that is then parsed (no copy of the line: StreamReader's
+    readline holds a 50 MB line twice). A line over STDIN_LINE_LIMIT is dropped as it arrives and
+    comes out as TOO_LONG, to be answered, instead of ending the server."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
-        self.reject: _StdoutWire | None = None
+        self._buffer = bytearray()
+        self._ready: collections.deque[bytearray] = collections.deque()
+        self._dropping = False
+        self._eof = False
 
     def __aiter__(self) -> _StdinLines:
         return self
 
-    async def __anext__(self) -> str:
-        while True:
-            line = await self._reader.readline()
-            if not line:
+    async def __anext__(self) -> bytearray:
+        while not self._ready:
+            if self._eof:
                 raise StopAsyncIteration
-            text = line.decode("utf-8", "replace")
-            answer = _rejection(text) if self.reject is not None else None
-            if answer is None:
-                return text
-            assert self.reject is not None
-            await self.reject.write(answer)
-            await self.reject.flush()
+            chunk = await self._reader.read(READ_CHUNK)
+            if chunk:
+                self._split(chunk)
+            else:
+                self._eof = True
+                if self._buffer or self._dropping:
+                    self._end_line()
+        return self._ready.popleft()
+
+    def _split(self, chunk: bytes) -> None:
+        view, start = memoryview(chunk), 0
+        while (newline := chunk.find(b"\n", start)) != -1:
+            if not self._dropping:
+                self._buffer += view[start:newline]
+            self._end_line()
+            start = newline + 1
+        if not self._dropping:
+            self._buffer += view[start:]
+            if len(self._buffer) > STDIN_LINE_LIMIT:
+                self._buffer, self._dropping = bytearray(), True
+
+    def _end_line(self) -> None:
+        self._ready.append(bytearray(TOO_LONG) if self._dropping else self._buffer)
+        self._buffer, self._dropping = bytearray(), False
 
 
 def _is_pipe(fd: int) -> bool:
@@ -95,7 +142,7 @@ async def _stdin() -> AsyncIterator[_StdinLines | None]:
         yield None
         return
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=STDIN_LINE_LIMIT)
+    reader = asyncio.StreamReader(limit=READ_CHUNK)  # only paces the pipe: lines are split by _StdinLines
     pipe = os.fdopen(os.dup(0), "rb", buffering=0)
     try:
         transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
@@ -110,15 +157,21 @@ async def _stdin() -> AsyncIterator[_StdinLines | None]:
 
 
 class _StdoutWire:
-    """The write/flush pair `stdio_server` expects, on the loop: no thread hop per message."""
+    """Protocol lines out on the loop: no thread hop per message, and a message goes out as the bytes
+    pydantic serialises it to (no str copy, no re-encoding: a 50 MB result is not held three times)."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer
 
-    async def write(self, text: str) -> None:
-        self._writer.write(text.encode("utf-8"))
+    async def send(self, message: JSONRPCMessage) -> None:
+        await self.line(wire_bytes(message))
 
-    async def flush(self) -> None:
+    async def line(self, data: bytes | str) -> None:
+        view = memoryview(data.encode("utf-8") if isinstance(data, str) else data)
+        for start in range(0, len(view), READ_CHUNK):  # paced: the transport never buffers a whole 50 MB copy
+            self._writer.write(view[start : start + READ_CHUNK])
+            await self._writer.drain()
+        self._writer.write(b"\n")
         await self._writer.drain()
 
 
@@ -169,13 +222,47 @@ async def _watch_signals(scope: anyio.CancelScope) -> None:
 
 
 async def _serve_stdio(gateway: Gateway) -> None:
-    from mcp.server.stdio import stdio_server
-
     async with _stdin() as lines, _stdout() as wire:
-        if lines is not None and wire is not None:
-            lines.reject = wire
-        async with stdio_server(stdin=lines, stdout=wire) as (read, write):  # type: ignore[arg-type]
-            await gateway.server.run(read, write, gateway.initialization_options())
+        if lines is None or wire is None:  # a terminal or a file: the SDK's own threaded transport
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read, write):
+                await gateway.server.run(read, write, gateway.initialization_options())
+            return
+        await _serve_pipes(gateway, lines, wire)
+
+
+async def _serve_pipes(gateway: Gateway, lines: _StdinLines, wire: _StdoutWire) -> None:
+    """The stdio transport over loop-driven pipes: each line parsed once (`_inbound`), each answer
+    written as bytes; ends when stdin closes."""
+    from mcp.shared.message import SessionMessage
+
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def reader() -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async with read_send:
+                async for line in lines:
+                    message = _inbound(line)
+                    del line  # the bytes of a large line need not outlive their parse
+                    if isinstance(message, str):
+                        await wire.line(message)
+                    elif message is not None:
+                        await read_send.send(message)
+
+    async def writer() -> None:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            async with write_recv:
+                async for outgoing in write_recv:
+                    await wire.send(outgoing.message)
+                    del outgoing  # not held while waiting for the next message
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        await gateway.server.run(read_recv, write_send, gateway.initialization_options())
+        tg.cancel_scope.cancel()
 
 
 def _listen(port: int) -> socket.socket:

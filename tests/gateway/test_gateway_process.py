@@ -71,8 +71,7 @@ def test_stray_output_never_reaches_the_wire(tmp_path: Path) -> None:
         "        print('stray print', flush=True)\n"
         "        os.write(1, b'stray write\\n')\n"
         "        subprocess.run(['echo', 'stray child'])\n"
-        '        await wire.write(\'{"jsonrpc": "2.0", "method": "ping", "id": 1}\\n\')\n'
-        "        await wire.flush()\n"
+        '        await wire.line(\'{"jsonrpc": "2.0", "method": "ping", "id": 1}\')\n'
         "anyio.run(main)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
@@ -109,6 +108,53 @@ def test_malformed_client_lines_get_json_rpc_errors_and_serving_goes_on(coffer_h
     assert answers[0]["id"] is None and answers[0]["error"]["code"] == -32700
     assert answers[1]["id"] is None and answers[1]["error"]["code"] == -32600
     assert answers[2]["id"] == 7 and answers[2]["result"]["serverInfo"]["name"] == "coffer"
+
+
+def test_large_calls_round_trip_and_an_over_limit_line_is_answered(coffer_home: Path) -> None:
+    """Raw JSON-RPC: an 8 MB argument goes to the upstream and its 8 MB echo comes back whole (lines are
+    split and written in pieces now); a line over the 64 MB limit gets -32700 and serving goes on."""
+    import json as _json
+    import subprocess as _sp
+
+    add_fixture(coffer_home, "up", timeout=60)
+    proc = _sp.Popen(
+        [sys.executable, "-m", "coffer", "serve"],
+        stdin=_sp.PIPE,
+        stdout=_sp.PIPE,
+        stderr=_sp.DEVNULL,
+        env=serve_env(coffer_home),
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict) -> None:
+        proc.stdin.write(_json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    def answer() -> dict:
+        while True:
+            message = _json.loads(proc.stdout.readline())  # type: ignore[union-attr]
+            if "id" in message:
+                return message
+
+    try:
+        init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+        assert answer()["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        big = "".join(chr(0x61 + i % 26) for i in range(26 * 1024)) * 320  # 8.1 MB, not one repeated byte
+        call = {"name": "up__echo", "arguments": {"text": big}}
+        send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        echoed = answer()
+        assert echoed["id"] == 2 and echoed["result"]["content"][0]["text"] == big
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":3,"method":"ping","pad":"' + b"x" * (65 * 1024 * 1024) + b'"}\n')
+        proc.stdin.flush()
+        refused = answer()
+        assert refused["id"] is None and refused["error"]["code"] == -32700 and "64 MB" in refused["error"]["message"]
+        send({"jsonrpc": "2.0", "id": 4, "method": "ping"})
+        assert answer() == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    finally:
+        proc.stdin.close()
+        proc.wait(30)
 
 
 @pytest.mark.skipif(
