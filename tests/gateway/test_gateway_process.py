@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,11 +80,17 @@ def test_stray_output_never_reaches_the_wire(tmp_path: Path) -> None:
     assert "stray print" in done.stderr and "stray write" in done.stderr and "stray child" in done.stderr
 
 
+def _raw_serve(home: Path) -> subprocess.Popen[bytes]:
+    """`coffer serve` on pipes this test writes raw JSON-RPC bytes to."""
+    cmd = [sys.executable, "-m", "coffer", "serve"]
+    pipe = subprocess.PIPE
+    return subprocess.Popen(cmd, stdin=pipe, stdout=pipe, stderr=subprocess.DEVNULL, env=serve_env(home))
+
+
 def test_malformed_client_lines_get_json_rpc_errors_and_serving_goes_on(coffer_home: Path) -> None:
     """Raw JSON-RPC, since an SDK client never sends these: a non-JSON line gets -32700 and an object id
     -32600, both with id null, and the next request is answered as usual."""
     import json as _json
-    import subprocess as _sp
 
     lines = [
         "this is not json",
@@ -91,16 +98,9 @@ def test_malformed_client_lines_get_json_rpc_errors_and_serving_goes_on(coffer_h
         '{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25",'
         '"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}',
     ]
-    proc = _sp.Popen(
-        [sys.executable, "-m", "coffer", "serve"],
-        stdin=_sp.PIPE,
-        stdout=_sp.PIPE,
-        stderr=_sp.DEVNULL,
-        env=serve_env(coffer_home),
-        text=True,
-    )
+    proc = _raw_serve(coffer_home)
     assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write("\n".join(lines) + "\n")
+    proc.stdin.write(("\n".join(lines) + "\n").encode())
     proc.stdin.flush()
     answers = [_json.loads(proc.stdout.readline()) for _ in range(3)]
     proc.stdin.close()
@@ -114,16 +114,9 @@ def test_large_calls_round_trip_and_an_over_limit_line_is_answered(coffer_home: 
     """Raw JSON-RPC: an 8 MB argument goes to the upstream and its 8 MB echo comes back whole (lines are
     split and written in pieces now); a line over the 64 MB limit gets -32700 and serving goes on."""
     import json as _json
-    import subprocess as _sp
 
     add_fixture(coffer_home, "up", timeout=60)
-    proc = _sp.Popen(
-        [sys.executable, "-m", "coffer", "serve"],
-        stdin=_sp.PIPE,
-        stdout=_sp.PIPE,
-        stderr=_sp.DEVNULL,
-        env=serve_env(coffer_home),
-    )
+    proc = _raw_serve(coffer_home)
     assert proc.stdin is not None and proc.stdout is not None
 
     def send(message: dict) -> None:
