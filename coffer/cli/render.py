@@ -46,23 +46,27 @@ def table(
     columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None, caption: str | None = None
 ) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     tbl = Table(title=title, caption=caption, show_lines=False)
     for col in columns:
         tbl.add_column(col, overflow="fold")
     for row in rows:
-        tbl.add_row(*(_clean(v) for v in row))
+        # Text, not str: cells are data (a description may hold "[/x]", which rich would read as markup
+        # and fail on, or style)
+        tbl.add_row(*(Text(_clean(v)) for v in row))
     _console().print(tbl)
 
 
 def kv(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     tbl = Table(title=title, show_header=False, box=None, padding=(0, 2))
     tbl.add_column(style="bold")
     tbl.add_column(overflow="fold")
     for key, value in pairs:
-        tbl.add_row(key, _clean(value))
+        tbl.add_row(Text(key), Text(_clean(value)))
     _console().print(tbl)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -216,7 +217,20 @@ def load(path: Path | None = None) -> Registry:
         return Registry(path=path)
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read: {exc.strerror}") from exc
-    return _build(_parse(text, path), text, path)
+    return _build(_read(text, path), text, path)
+
+
+def _read(text: str, path: Path) -> dict[str, Any]:
+    """The registry's data, read with the standard library's parser (tomlkit, which keeps comments for
+    edits, takes 1.3 s to read 1,000 servers; tomllib 0.05 s)."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        message = str(exc)
+        at = re.search(r"\(at line (\d+), column (\d+)\)", message)
+        line, col = (int(at[1]), int(at[2])) if at else (text.count("\n") + 1, 1)
+        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)$", "", message)
+        raise RegistryError(f"{path}:{line}:{col}: invalid TOML: {reason}; fix the file by hand") from exc
 
 
 def _parse(text: str, path: Path) -> TOMLDocument:
@@ -227,14 +241,26 @@ def _parse(text: str, path: Path) -> TOMLDocument:
         raise RegistryError(f"{path}:{exc.line}:{exc.col}: invalid TOML: {reason}; fix the file by hand") from exc
 
 
-def _line_of(text: str, name: str, table: str = "servers") -> int:
-    pattern = re.compile(rf"^[ \t]*\[\s*{table}\s*\.\s*\"?{re.escape(name)}\"?\s*[\].]", re.M)
-    match = pattern.search(text)
-    return text.count("\n", 0, match.start()) + 1 if match else 1
+_HEADER = re.compile(r"^[ \t]*\[\s*(servers|profiles)\s*\.\s*(\"[^\"\n]*\"|[A-Za-z0-9_-]+)\s*[\].]", re.M)
 
 
-def _build(doc: TOMLDocument, text: str, path: Path) -> Registry:
-    data = doc.unwrap()
+def _header_lines(text: str) -> dict[tuple[str, str], int]:
+    """(table, name) -> the line of its first `[table.name]` header, for error messages; one pass."""
+    lines: dict[tuple[str, str], int] = {}
+    line, pos = 1, 0
+    for match in _HEADER.finditer(text):
+        line += text.count("\n", pos, match.start())
+        pos = match.start()
+        lines.setdefault((match[1], match[2].strip('"')), line)
+    return lines
+
+
+def _build(data: dict[str, Any], text: str, path: Path) -> Registry:
+    header_lines = _header_lines(text)
+
+    def _line_of(name: str, table: str = "servers") -> int:
+        return header_lines.get((table, name), 1)
+
     servers_raw = data.get("servers", {})
     if not isinstance(servers_raw, dict):
         raise RegistryError(f"{path}:1: 'servers' must be a table")
@@ -246,18 +272,21 @@ def _build(doc: TOMLDocument, text: str, path: Path) -> Registry:
     if not isinstance(profiles_raw, dict):
         raise RegistryError(f"{path}:1: 'profiles' must be a table")
     for pname, praw in profiles_raw.items():
-        reg.profiles[pname] = _profile_from(pname, praw, f"{path}:{_line_of(text, pname, 'profiles')}")
+        reg.profiles[pname] = _profile_from(pname, praw, f"{path}:{_line_of(pname, 'profiles')}")
     for name, raw in servers_raw.items():
-        where = f"{path}:{_line_of(text, name)}"
+        where = f"{path}:{_line_of(name)}"
         if not NAME_RE.match(name) or name in RESERVED_NAMES:
             raise RegistryError(f"{where}: invalid server name '{name}'")
         if not isinstance(raw, dict):
             raise RegistryError(f"{where}: servers.{name} must be a table")
         reg.servers[name] = _server_from(name, raw, where)
+    owner: dict[str, str] = {}  # prefix -> the first server under it: one pass, not prefix_clash per server
     for cfg in reg.servers.values():
-        clash = prefix_clash(reg, cfg)
-        if clash is not None:
-            raise RegistryError(f"{path}:{_line_of(text, cfg.name)}: servers.{cfg.name}: {clash}")
+        mine = cfg.exposed_prefix
+        if mine and mine in owner:
+            clash = f"prefix '{mine}' is already used by server '{owner[mine]}'"
+            raise RegistryError(f"{path}:{_line_of(cfg.name)}: servers.{cfg.name}: {clash}")
+        owner.setdefault(mine, cfg.name)
     return reg
 
 
@@ -386,7 +415,7 @@ def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
         doc = _parse(text, path)
         yield doc
         new_text = tomlkit.dumps(doc)
-        _build(_parse(new_text, path), new_text, path)  # never write what we could not read back
+        _build(_read(new_text, path), new_text, path)  # never write what we could not read back
         if new_text != text or not path.exists():
             atomic_write(path, new_text)
 

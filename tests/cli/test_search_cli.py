@@ -44,6 +44,18 @@ def test_table_lists_the_best_tools(cli: CliRunner, real_vault: Path, monkeypatc
     assert "222 tools searched" in result.stdout
 
 
+def test_descriptions_are_printed_as_text_not_markup(
+    cli: CliRunner, coffer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A description holding "[/x]" once crashed the table (rich read it as a closing markup tag)."""
+    monkeypatch.setenv("COLUMNS", "200")
+    servers.add_server(registry.ServerConfig(name="odd", command="true"))
+    tool = {"name": "tag", "description": "Tag a ticket [/x] as [bold]done[/bold]", "inputSchema": {"type": "object"}}
+    catalogue.save_server("odd", tools=[tool])
+    result = run_cli(cli, "search", "tag a ticket as done")
+    assert "Tag a ticket [/x] as [bold]done[/bold]" in result.stdout
+
+
 def test_json_output(cli: CliRunner, real_vault: Path) -> None:
     result = run_cli(cli, "search", "take a screenshot of the page", "--json", "-k", "4")
     data = json.loads(result.stdout)
