@@ -38,6 +38,34 @@ def main() -> None:
     print(f"  coffer list        : {timed([*coffer, 'list'], env):.2f} s")
     print(f"  coffer list --json : {timed([*coffer, 'list', '--json'], env):.2f} s")
     print(f"  registry size      : {(work / 'vault' / 'coffer.toml').stat().st_size // 1024} KB")
+    init_s, list_s = serve_times(coffer, env)
+    print(f"  coffer serve       : initialize answered in {init_s:.2f} s, first tools/list in {list_s:.2f} s")
+    print("                       (the imported npx servers cannot start offline: each fails and is remembered)")
+
+
+def serve_times(coffer: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Seconds from spawning `coffer serve` to its initialize answer, and to its first tools/list answer."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*coffer, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def ask(rid: int, method: str, params: dict | None = None) -> float:
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, **({"params": params} if params else {})}
+        proc.stdin.write(json.dumps(message).encode() + b"\n")  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+        while json.loads(proc.stdout.readline()).get("id") != rid:  # type: ignore[union-attr]
+            pass
+        return time.perf_counter() - t0
+
+    try:
+        info = {"name": "bench", "version": "1"}
+        init = ask(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info})
+        proc.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        listed = ask(2, "tools/list")
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
+    return init, listed
 
 
 if __name__ == "__main__":
