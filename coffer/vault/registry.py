@@ -24,10 +24,17 @@ from coffer.vault import paths
 from coffer.vault.fsutil import atomic_write, locked
 from coffer.vault.masking import mask_args, mask_url, mask_value
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,19}$")
+# re-exported (`registry.SEP`, `registry.Profile`, ...): the registry is where callers meet these rules
+from coffer.vault.names import NAME_RE as NAME_RE
+from coffer.vault.names import RESERVED_NAMES as RESERVED_NAMES
+from coffer.vault.names import SEP as SEP
+from coffer.vault.names import split_target as split_target
+from coffer.vault.names import validate_name as validate_name
+from coffer.vault.names import validate_prefix as validate_prefix
+from coffer.vault.profiles import Profile as Profile
+from coffer.vault.profiles import drop_profile, profile_from, validate_profile, write_profile
+
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-SEP = "__"
-RESERVED_NAMES = frozenset({"coffer"})
 DEFAULT_TIMEOUT_S = 60.0
 HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
@@ -96,33 +103,6 @@ class ServerConfig:
         return out
 
 
-PROFILE_MODES = ("all", "search")
-
-
-@dataclass
-class Profile:
-    """What one client is shown (`[profiles.NAME]`): all tools or only the built-ins (`search`), at most
-    `max_tools` of them built-ins included, from `servers` and `tools` (names or fnmatch patterns of
-    exposed names; empty: all), with `pinned` tools always shown."""
-
-    name: str
-    mode: str = "all"
-    max_tools: int | None = None
-    servers: list[str] = field(default_factory=list)
-    tools: list[str] = field(default_factory=list)
-    pinned: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "mode": self.mode,
-            "max_tools": self.max_tools,
-            "servers": list(self.servers),
-            "tools": list(self.tools),
-            "pinned": list(self.pinned),
-        }
-
-
 @dataclass
 class Registry:
     path: Path
@@ -159,27 +139,6 @@ class Registry:
         return [s for s in self.servers.values() if s.enabled]
 
 
-def validate_name(name: str) -> str:
-    if not NAME_RE.match(name):
-        raise UsageError(
-            f"invalid server name '{name}': use 1-20 lowercase letters, digits or '-', starting with a letter or digit"
-        )
-    if name in RESERVED_NAMES:
-        raise UsageError(f"server name '{name}' is reserved for Coffer's own tools (coffer__search_tools, ...)")
-    return name
-
-
-def validate_prefix(prefix: str) -> str:
-    """A prefix is "" (bare names) or spelled like a server name, so `__` stays the only separator."""
-    if prefix and not NAME_RE.match(prefix):
-        raise UsageError(
-            f"invalid prefix '{prefix}': use '' or 1-20 lowercase letters, digits or '-' (first a letter or digit)"
-        )
-    if prefix in RESERVED_NAMES:
-        raise UsageError(f"prefix '{prefix}' is reserved for Coffer's own tools (coffer__search_tools, ...)")
-    return prefix
-
-
 def prefix_clash(reg: Registry, cfg: ServerConfig) -> str | None:
     """Why `cfg`'s prefix cannot sit beside the other servers' (None when it can): two servers under one
     prefix, or a prefix that is another server's name (the two name spaces must stay apart)."""
@@ -192,17 +151,6 @@ def prefix_clash(reg: Registry, cfg: ServerConfig) -> str | None:
         if other.exposed_prefix == mine:
             return f"prefix '{mine}' is already used by server '{other.name}'"
     return None
-
-
-def split_target(target: str) -> tuple[str, str | None]:
-    """`github` -> ("github", None); `github__delete_repository` -> ("github", "delete_repository").
-
-    Server names cannot contain '_', so the first '__' is always the boundary.
-    """
-    server, sep, tool = target.partition(SEP)
-    if sep and not tool:
-        raise UsageError(f"invalid target '{target}': expected SERVER or SERVER__TOOL")
-    return server, (tool if sep else None)
 
 
 # ---------------------------------------------------------------- reading
@@ -272,7 +220,7 @@ def _build(data: dict[str, Any], text: str, path: Path) -> Registry:
     if not isinstance(profiles_raw, dict):
         raise RegistryError(f"{path}:1: 'profiles' must be a table")
     for pname, praw in profiles_raw.items():
-        reg.profiles[pname] = _profile_from(pname, praw, f"{path}:{_line_of(pname, 'profiles')}")
+        reg.profiles[pname] = profile_from(pname, praw, f"{path}:{_line_of(pname, 'profiles')}")
     for name, raw in servers_raw.items():
         where = f"{path}:{_line_of(name)}"
         if not NAME_RE.match(name) or name in RESERVED_NAMES:
@@ -290,61 +238,16 @@ def _build(data: dict[str, Any], text: str, path: Path) -> Registry:
     return reg
 
 
-def _profile_from(name: str, raw: Any, where: str) -> Profile:
-    if not NAME_RE.match(name):
-        raise RegistryError(f"{where}: invalid profile name '{name}'")
-    if not isinstance(raw, dict):
-        raise RegistryError(f"{where}: profiles.{name} must be a table")
-    mode = raw.get("mode", "all")
-    if mode not in PROFILE_MODES:
-        raise RegistryError(f"{where}: profiles.{name}.mode must be 'all' or 'search'")
-    cap = raw.get("max_tools")
-    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-        raise RegistryError(f"{where}: profiles.{name}.max_tools must be a positive whole number")
-    lists = {}
-    for key in ("servers", "tools", "pinned"):
-        value = raw.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise RegistryError(f"{where}: profiles.{name}.{key} must be a list of strings")
-        lists[key] = list(value)
-    return Profile(name=name, mode=mode, max_tools=cap, **lists)
-
-
-def validate_profile(profile: Profile) -> Profile:
-    if not NAME_RE.match(profile.name):
-        raise UsageError(f"invalid profile name '{profile.name}': use 1-20 lowercase letters, digits or '-'")
-    if profile.mode not in PROFILE_MODES:
-        raise UsageError(f"invalid --mode '{profile.mode}': expected all or search")
-    if profile.max_tools is not None and profile.max_tools < 1:
-        raise UsageError("--max-tools must be at least 1")
-    return profile
-
-
 def add_profile(profile: Profile, path: Path | None = None, replace: bool = False) -> None:
     """Write `[profiles.NAME]` (comments and the rest of the file kept)."""
     validate_profile(profile)
     with edit(path) as doc:
-        if "profiles" not in doc:
-            doc.add("profiles", tomlkit.table(is_super_table=True))
-        profiles = doc["profiles"]
-        if profile.name in profiles and not replace:
-            raise ConflictError(f"profile '{profile.name}' already exists (`coffer profile rm {profile.name}` first)")
-        table = tomlkit.table()
-        table.add("mode", profile.mode)
-        if profile.max_tools is not None:
-            table.add("max_tools", profile.max_tools)
-        for key in ("servers", "tools", "pinned"):
-            if getattr(profile, key):
-                table.add(key, list(getattr(profile, key)))
-        profiles[profile.name] = table
+        write_profile(doc, profile, replace)
 
 
 def remove_profile(name: str, path: Path | None = None) -> None:
     with edit(path) as doc:
-        profiles = doc.get("profiles")
-        if profiles is None or name not in profiles:
-            raise NotFoundError(f"unknown profile '{name}' (see `coffer profile list`)")
-        del profiles[name]
+        drop_profile(doc, name)
 
 
 def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
