@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import builtins, outbound, profiles
+from coffer.gateway import builtins, knowledge, outbound, profiles
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, SEARCH, CallFailure, text_result
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
@@ -227,7 +227,7 @@ class Gateway:
     async def _index_resources(self, up: Upstream) -> None:
         """Feed an upstream's text resources to coffer__ask's index, off every request's path."""
         try:
-            items = await up.text_resources()
+            items = await knowledge.text_resources(up)
             await anyio.to_thread.run_sync(index_resources, up.name, items)
         except (CofferError, MCPError, UpstreamUnavailable, OSError) as exc:
             log.warning("could not index the resources of %s: %s", up.name, exc)

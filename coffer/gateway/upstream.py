@@ -29,6 +29,9 @@ from pydantic import TypeAdapter
 from coffer import __version__
 from coffer.errors import SecretError, UpstreamError
 from coffer.gateway import oauth, outbound
+from coffer.gateway.faults import BACKOFF_CAP_S as BACKOFF_CAP_S  # re-exported for callers and tests
+from coffer.gateway.faults import backoff as backoff
+from coffer.gateway.faults import checked_tools, http_status, leaf
 from coffer.gateway.gate import StartGate
 from coffer.gateway.transport import StreamStats, child_env, http_pipe, stdio_pipe
 from coffer.trust.expand import resolved_env, resolved_headers
@@ -54,9 +57,6 @@ class Supervisor(Protocol):
     async def prepare(self, upstream: Upstream, session: ClientSession) -> None: ...
 
 
-BACKOFF_BASE_S = 1.0
-BACKOFF_FACTOR = 3.0
-BACKOFF_CAP_S = 300.0
 HEALTHY_RESET_S = 30.0  # a session that served this long forgets earlier failures (it works, between crashes)
 START_SLACK_S = 2.0  # spawn and listing time on top of an initialize that may take the whole timeout
 MAX_PAGES = 50
@@ -69,7 +69,6 @@ _LIST_REQUESTS: dict[str, Any] = {
     "resource_templates": types.ListResourceTemplatesRequest,
 }
 _WIRE_KEY = dict(zip(KINDS, ("tools", "prompts", "resources", "resourceTemplates"), strict=True))
-_BINARY_MIME = ("image/", "audio/", "video/", "font/", "application/octet-stream", "application/pdf", "application/zip")
 _TOLD = (("sampling", "sampling_callback"), ("elicitation", "elicitation_callback"), ("roots", "list_roots_callback"))
 _CHANGED = {
     types.ToolListChangedNotification: "tools",
@@ -90,53 +89,8 @@ class UpstreamUnavailable(UpstreamError):
     """The server is down, failed to start, or did not become ready in time."""
 
 
-def backoff(failures: int) -> float:
-    """Seconds before restart n+1: the first retry is immediate, then 1, 3, 9 ... capped at 5 minutes.
-
-    Tripling keeps a server that dies on every start (and is asked for on every call) under 20 spawns
-    in its first hour and 12 an hour after that.
-    """
-    if failures <= 1:
-        return 0.0
-    return min(BACKOFF_CAP_S, BACKOFF_BASE_S * BACKOFF_FACTOR ** (failures - 2))
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The real error inside the ExceptionGroups that task groups wrap around it."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        inner = [e for e in exc.exceptions if not isinstance(e, anyio.get_cancelled_exc_class())]
-        exc = (inner or list(exc.exceptions))[0]
-    return exc
-
-
-def _http_status(exc: BaseException) -> int | None:
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    return status if isinstance(status, int) else None
-
-
 class _Exited(Exception):
     pass
-
-
-def _checked_tools(up: Upstream, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tools that can be advertised: a missing schema is repaired to an empty object schema, a tool
-    without a name or with a schema that is not an object schema is dropped; each noted for doctor."""
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        name = tool.get("name")
-        if not isinstance(name, str) or not name:
-            up.note_problem("a tool without a name was dropped")
-            continue
-        schema = tool.get("inputSchema")
-        if schema is None:
-            up.note_problem(f"tool '{name[:60]}' had no inputSchema: advertised with an empty object schema")
-            tool = {**tool, "inputSchema": {"type": "object"}}
-        elif not isinstance(schema, dict) or schema.get("type", "object") != "object":
-            up.note_problem(f"tool '{name[:60]}' was dropped: its inputSchema is not an object schema")
-            continue
-        out.append(tool)
-    return out
 
 
 class Upstream:
@@ -291,12 +245,12 @@ class Upstream:
         if ready_at is not None and now - ready_at >= HEALTHY_RESET_S:
             self.failures = 0
         self.failures += 1
-        leaf = _leaf(error)
-        if isinstance(leaf, MCPError) and self._transport_error is not None:
-            leaf = self._transport_error  # e.g. the HTTP 401 behind an initialize that never got an answer
+        cause = leaf(error)
+        if isinstance(cause, MCPError) and self._transport_error is not None:
+            cause = self._transport_error  # e.g. the HTTP 401 behind an initialize that never got an answer
         if getattr(self._auth, "failure", None) is not None:
-            leaf = self._auth.failure  # the OAuth flow's own reason beats the 401 that started it
-        self.last_error, self.error_class, permanent = self._describe(leaf)
+            cause = self._auth.failure  # the OAuth flow's own reason beats the 401 that started it
+        self.last_error, self.error_class, permanent = self._describe(cause)
         self.state = State.FAILED if permanent else State.DOWN
         self.retry_at = math.inf if permanent else now + backoff(self.failures)
 
@@ -314,7 +268,7 @@ class Upstream:
             return f"command not found: {self.cfg.command}", "spawn_enoent", True
         if isinstance(exc, PermissionError):
             return f"permission denied running {self.cfg.command}", "spawn_eacces", True
-        status = _http_status(exc) or self.stats.http_status  # the SDK folds HTTP errors into JSON-RPC ones
+        status = http_status(exc) or self.stats.http_status  # the SDK folds HTTP errors into JSON-RPC ones
         if status in (401, 403) and self.cfg.oauth:
             why = f"its authorisation expired or was revoked (HTTP {status}): run `coffer auth {self.name}`"
             return f"server '{self.name}' cannot be used: {why}", "auth_needed", True
@@ -391,7 +345,7 @@ class Upstream:
             # raw, not the SDK's validated models: one tool with a broken schema must not sink the others
             page = await outbound.send(session, _LIST_REQUESTS[kind](params=params), timeout=self.cfg.timeout)
             found = [item for item in page.get(_WIRE_KEY[kind]) or [] if isinstance(item, dict)]
-            items += _checked_tools(self, found) if kind == "tools" else found
+            items += checked_tools(found, self.note_problem) if kind == "tools" else found
             cursor = page.get("nextCursor")
             if not cursor or cursor in seen:  # a server repeating its cursor must not loop forever
                 break
@@ -408,7 +362,7 @@ class Upstream:
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):
             self._transport_error = message
-            if _http_status(message) in (401, 403) or isinstance(message, oauth.AuthorizationNeeded):
+            if http_status(message) in (401, 403) or isinstance(message, oauth.AuthorizationNeeded):
                 self._restartable()
             return
         if isinstance(message, types.ResourceUpdatedNotification):
@@ -472,32 +426,6 @@ class Upstream:
             raise UpstreamUnavailable(
                 f"server '{self.name}' closed the connection during the request{f'; stderr: {tail}' if tail else ''}"
             ) from exc
-
-    async def text_resources(self, limit: int = 100, max_bytes: int = 256 * 1024) -> list[tuple[str, str, str]]:
-        """(uri, name, text) of this server's text resources, for coffer__ask; binary or big ones skipped."""
-        out: list[tuple[str, str, str]] = []
-        for res in (self.listing.resources if self.listing else [])[:limit]:
-            uri, mime, size = res.get("uri"), str(res.get("mimeType") or ""), res.get("size")
-            if (
-                not isinstance(uri, str)
-                or mime.startswith(_BINARY_MIME)
-                or (isinstance(size, int) and size > max_bytes)
-            ):
-                continue
-            request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
-            try:
-                result = await self.request(request, timeout=min(self.cfg.timeout, 10.0))
-            except (MCPError, UpstreamUnavailable):
-                continue
-            texts = [
-                c["text"]
-                for c in result.get("contents") or []
-                if isinstance(c, dict) and isinstance(c.get("text"), str)
-            ]
-            text = "\n\n".join(texts)
-            if text.strip() and len(text.encode("utf-8", "replace")) <= max_bytes:
-                out.append((uri, str(res.get("title") or res.get("name") or uri), text))
-        return out
 
     def status(self) -> dict[str, Any]:
         """A JSON-able summary for `coffer doctor` and tests."""

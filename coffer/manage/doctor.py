@@ -83,6 +83,7 @@ def _probe_of(up: Any) -> Probe:
 async def _probe_all(
     configs: list[ServerConfig], limit: int, on_done: Callable[[Probe], None] | None, read_resources: bool
 ) -> list[Probe]:
+    from coffer.gateway import knowledge
     from coffer.gateway.pool import SLOT_HOLD_S, Pool
     from coffer.gateway.upstream import START_SLACK_S, State
 
@@ -93,7 +94,7 @@ async def _probe_all(
         await up.wait_settled(up.cfg.timeout + START_SLACK_S + waves * SLOT_HOLD_S)
         probe = done[up.name] = _probe_of(up)
         if read_resources and probe.ok:
-            items = await up.text_resources()  # the gateway's reader: unreadable or binary ones skipped
+            items = await knowledge.text_resources(up)  # the gateway's reader: unreadable or binary ones skipped
             probe.resources = items if up.state is State.READY else None  # died meanwhile: keep the old index
         if on_done is not None:
             on_done(probe)

@@ -1,5 +1,5 @@
-"""Knowledge from a real upstream: the resource fixture server over stdio, read by `Upstream.text_resources`
-(the one reader, used by the gateway and by `coffer refresh`)."""
+"""Knowledge from a real upstream: the resource fixture server over stdio, read by
+`coffer.gateway.knowledge.text_resources` (the one reader, used by the gateway and by `coffer refresh`)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import anyio
 
+from coffer.gateway import knowledge
 from coffer.gateway.pool import Pool
 from coffer.gateway.upstream import State
 from coffer.memory import store as memory
@@ -23,7 +24,7 @@ async def _read(cfg: ServerConfig) -> list[tuple[str, str, str]]:
         up = pool.upstreams[cfg.name]
         await up.wait_settled(30)
         assert up.state is State.READY, up.last_error
-        return await up.text_resources()
+        return await knowledge.text_resources(up)
 
 
 def test_fixture_resources_are_indexed_and_answered(coffer_home: Path) -> None:
