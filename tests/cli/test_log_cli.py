@@ -174,19 +174,31 @@ def test_tail_picks_up_a_row_written_by_another_process(coffer_home: Path) -> No
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=subprocess_env(coffer_home),
+        # faulthandler: should Ctrl-C ever fail to end it, the SIGABRT below prints where it is stuck
+        env=subprocess_env(coffer_home) | {"PYTHONFAULTHANDLER": "1"},
     )
     lines: queue.Queue[str] = queue.Queue()
-    assert proc.stdout is not None
+    errors: list[str] = []
+    assert proc.stdout is not None and proc.stderr is not None
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+    drain = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    drain.start()  # read as it comes: a full stderr pipe must never be what keeps it alive
     try:
         assert json.loads(lines.get(timeout=20))["tool"] == "first"  # the tail is up and has printed its backlog
         write(path, rec("second", outcome="cancelled"))
         row = json.loads(lines.get(timeout=20))
         assert (row["tool"], row["outcome"], row["pid"]) == ("second", "cancelled", os.getpid())
         proc.send_signal(signal.SIGINT)  # Ctrl-C ends it cleanly
-        assert proc.wait(timeout=20) == 0
-        assert proc.stderr is not None and proc.stderr.read() == ""
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            proc.wait(timeout=10)
+            drain.join(5)
+            pytest.fail("coffer log --tail did not end on SIGINT within 20 s; its stacks:\n" + "".join(errors))
+        drain.join(5)
+        assert code == 0, "".join(errors)
+        assert "".join(errors) == ""
     finally:
         if proc.poll() is None:
             proc.kill()
