@@ -176,6 +176,9 @@ def test_tail_picks_up_a_row_written_by_another_process(coffer_home: Path) -> No
         text=True,
         # faulthandler: should Ctrl-C ever fail to end it, the SIGABRT below prints where it is stuck
         env=subprocess_env(coffer_home) | {"PYTHONFAULTHANDLER": "1"},
+        # as a terminal runs it: a suite started in the background (`cmd &`) ignores SIGINT, and an
+        # ignored SIGINT is inherited, so Python would never turn Ctrl-C into KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     lines: queue.Queue[str] = queue.Queue()
     errors: list[str] = []
