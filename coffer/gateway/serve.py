@@ -166,6 +166,12 @@ class _StdoutWire:
     async def send(self, message: JSONRPCMessage) -> None:
         await self.line(wire_bytes(message))
 
+    async def write(self, text: str) -> None:  # the SDK transport's interface (stdin not a pipe)
+        await self.line(text.removesuffix("\n"))
+
+    async def flush(self) -> None:
+        await self._writer.drain()
+
     async def line(self, data: bytes | str) -> None:
         view = memoryview(data.encode("utf-8") if isinstance(data, str) else data)
         for start in range(0, len(view), READ_CHUNK):  # paced: the transport never buffers a whole 50 MB copy
@@ -223,10 +229,10 @@ async def _watch_signals(scope: anyio.CancelScope) -> None:
 
 async def _serve_stdio(gateway: Gateway) -> None:
     async with _stdin() as lines, _stdout() as wire:
-        if lines is None or wire is None:  # a terminal or a file: the SDK's own threaded transport
-            from mcp.server.stdio import stdio_server
+        if lines is None or wire is None:  # a terminal or a file on one side: the SDK's transport, on our
+            from mcp.server.stdio import stdio_server  # pipe for the side that is one (fd 1 is diverted)
 
-            async with stdio_server() as (read, write):
+            async with stdio_server(stdin=lines, stdout=wire) as (read, write):  # type: ignore[arg-type]
                 await gateway.server.run(read, write, gateway.initialization_options())
             return
         await _serve_pipes(gateway, lines, wire)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -108,6 +109,28 @@ def test_malformed_client_lines_get_json_rpc_errors_and_serving_goes_on(coffer_h
     assert answers[0]["id"] is None and answers[0]["error"]["code"] == -32700
     assert answers[1]["id"] is None and answers[1]["error"]["code"] == -32600
     assert answers[2]["id"] == 7 and answers[2]["result"]["serverInfo"]["name"] == "coffer"
+
+
+def test_stdio_that_is_a_file_on_one_side_still_serves(coffer_home: Path, tmp_path: Path) -> None:
+    """`coffer serve < requests.txt | ...` and `... | coffer serve > out.txt`: one side is not a pipe, so the
+    SDK's transport serves it, on Coffer's pipe for the other side (fd 1 is diverted while serving)."""
+    requests = tmp_path / "requests.jsonl"
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init},
+        {"jsonrpc": "2.0", "id": 2, "method": "ping"},
+    ]
+    requests.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    cmd = [sys.executable, "-m", "coffer", "serve"]
+    env = serve_env(coffer_home)
+    with requests.open("rb") as stdin:  # a file in, a pipe out
+        done = subprocess.run(cmd, stdin=stdin, capture_output=True, env=env, timeout=60)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["id"] for a in answers] == [1, 2] and answers[0]["result"]["serverInfo"]["name"] == "coffer"
+    out = tmp_path / "out.jsonl"
+    with out.open("wb") as stdout:  # a pipe in, a file out
+        subprocess.run(cmd, input=requests.read_bytes(), stdout=stdout, stderr=subprocess.DEVNULL, env=env, timeout=60)
+    assert json.loads(out.read_text().splitlines()[0])["result"]["serverInfo"]["name"] == "coffer"
 
 
 def test_large_calls_round_trip_and_an_over_limit_line_is_answered(coffer_home: Path) -> None:
