@@ -23,16 +23,14 @@ import anyio
 
 from coffer.errors import CofferError
 from coffer.gateway.server import Gateway
-from coffer.gateway.transport import wire_bytes
+from coffer.gateway.transport import MAX_LINE_BYTES, LineSplitter, pieces, wire_bytes
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
     from mcp_types import JSONRPCMessage
 
 log = logging.getLogger("coffer.serve")
-STDIN_LINE_LIMIT = 64 * 1024 * 1024
 READ_CHUNK = 1024 * 1024
-TOO_LONG = b"\0too long"  # what _StdinLines gives for a dropped line (a real line never starts with NUL)
 HOST_WAIT_S = 2.0  # an upstream's handshake waits at most this long for the host's (normally instant)
 
 
@@ -45,11 +43,12 @@ INVALID_REQUEST = (
 )
 
 
-def _inbound(line: bytes | bytearray) -> SessionMessage | Exception | str | None:
+def _inbound(line: bytes | bytearray | None) -> SessionMessage | Exception | str | None:
     """One client line, parsed once: the message; the validation error the SDK's session expects for
     JSON that is not JSON-RPC; the error text to answer (id null, as the spec says) for a line that
     is not JSON or a request whose id is neither string nor number (the SDK would drop both without
-    a word, and a client waiting on them would wait forever); None for a blank line.
+    a word, and a client waiting on them would wait forever) or a line over the limit (None here);
+    None for a blank line.
 
     Parsed with pydantic-core, then validated from the objects: the SDK's own path parses the line
     with pydantic and a check needs a second parse, which for a 50 MB argument is 50 MB more."""
@@ -57,7 +56,7 @@ def _inbound(line: bytes | bytearray) -> SessionMessage | Exception | str | None
     from mcp.shared.message import SessionMessage
     from pydantic_core import from_json
 
-    if line == TOO_LONG:
+    if line is None:
         return LINE_TOO_LONG
     if not line.strip():
         return None
@@ -80,50 +79,32 @@ def _inbound(line: bytes | bytearray) -> SessionMessage | Exception | str | None
 
 class _StdinLines:
     """stdin as async byte lines read by the event loop, so a shutdown never waits on a thread blocked
-    in read().
-
-    Split in linear time into the bytearray that is then parsed (no copy of the line: StreamReader's
-    readline holds a 50 MB line twice). A line over STDIN_LINE_LIMIT is dropped as it arrives and
-    comes out as TOO_LONG, to be answered, instead of ending the server."""
+    in read(). Split by `transport.LineSplitter` (no copy of a line: StreamReader's readline holds a
+    50 MB line twice); a line over the limit comes out as None, to be answered, not to end the server.
+    At EOF an unterminated last line still counts, as readline would give it."""
 
     def __init__(self, reader: asyncio.StreamReader) -> None:
         self._reader = reader
-        self._buffer = bytearray()
-        self._ready: collections.deque[bytearray] = collections.deque()
-        self._dropping = False
+        self._splitter = LineSplitter(MAX_LINE_BYTES)
+        self._ready: collections.deque[bytearray | None] = collections.deque()
         self._eof = False
 
     def __aiter__(self) -> _StdinLines:
         return self
 
-    async def __anext__(self) -> bytearray:
+    async def __anext__(self) -> bytearray | None:
         while not self._ready:
             if self._eof:
                 raise StopAsyncIteration
             chunk = await self._reader.read(READ_CHUNK)
             if chunk:
-                self._split(chunk)
+                self._ready.extend(self._splitter.feed(chunk))
             else:
                 self._eof = True
-                if self._buffer or self._dropping:
-                    self._end_line()
+                last = self._splitter.rest()
+                if last is None or last:
+                    self._ready.append(last)
         return self._ready.popleft()
-
-    def _split(self, chunk: bytes) -> None:
-        view, start = memoryview(chunk), 0
-        while (newline := chunk.find(b"\n", start)) != -1:
-            if not self._dropping:
-                self._buffer += view[start:newline]
-            self._end_line()
-            start = newline + 1
-        if not self._dropping:
-            self._buffer += view[start:]
-            if len(self._buffer) > STDIN_LINE_LIMIT:
-                self._buffer, self._dropping = bytearray(), True
-
-    def _end_line(self) -> None:
-        self._ready.append(bytearray(TOO_LONG) if self._dropping else self._buffer)
-        self._buffer, self._dropping = bytearray(), False
 
 
 def _is_pipe(fd: int) -> bool:
@@ -173,9 +154,8 @@ class _StdoutWire:
         await self._writer.drain()
 
     async def line(self, data: bytes | str) -> None:
-        view = memoryview(data.encode("utf-8") if isinstance(data, str) else data)
-        for start in range(0, len(view), READ_CHUNK):  # paced: the transport never buffers a whole 50 MB copy
-            self._writer.write(view[start : start + READ_CHUNK])
+        for piece in pieces(data.encode("utf-8") if isinstance(data, str) else data):
+            self._writer.write(piece)  # paced: the transport never buffers a whole 50 MB copy
             await self._writer.drain()
         self._writer.write(b"\n")
         await self._writer.drain()

@@ -23,7 +23,7 @@ import signal
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +82,48 @@ class StreamStats:
         self.garbage_lines += 1
         if not self.garbage_sample:
             self.garbage_sample = self.scrub(line[:120].decode("utf-8", "replace"))
+
+
+class LineSplitter:
+    """Bytes in, complete lines out, in linear time: each chunk is searched once and a line is built in
+    the bytearray that is then parsed (no copy of it). A line that outgrows `limit` is dropped as it
+    arrives (`overflowing` says so at once) and comes out as None when it ends. Shared by the client's
+    stdin (`coffer.gateway.serve`) and each upstream's stdout."""
+
+    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+        self.limit = limit
+        self.overflowing = False
+        self._buffer = bytearray()
+
+    def feed(self, chunk: bytes) -> Iterator[bytearray | None]:
+        """The lines `chunk` completes, one at a time (a consumer that lets go of each holds one at
+        most); consume it whole, or the rest of the chunk is not taken in."""
+        view, start = memoryview(chunk), 0
+        while (newline := chunk.find(b"\n", start)) != -1:
+            if not self.overflowing:
+                self._buffer += view[start:newline]
+            start = newline + 1
+            yield self._take()
+        if not self.overflowing:
+            self._buffer += view[start:]
+            if len(self._buffer) > self.limit:
+                self._buffer, self.overflowing = bytearray(), True
+
+    def rest(self) -> bytearray | None:
+        """The unterminated last line at EOF (None: it was over the limit); empty when there is none."""
+        return self._take()
+
+    def _take(self) -> bytearray | None:
+        line = None if self.overflowing else self._buffer
+        self._buffer, self.overflowing = bytearray(), False
+        return line
+
+
+def pieces(data: bytes) -> Iterator[memoryview]:
+    """`data` in WRITE_CHUNK slices: written one at a time with a drain between, a pipe's buffer never
+    holds a second whole copy of a 50 MB message."""
+    view = memoryview(data)
+    return (view[start : start + WRITE_CHUNK] for start in range(0, len(view), WRITE_CHUNK))
 
 
 def wire_bytes(message: types.JSONRPCMessage) -> bytes:
@@ -267,30 +309,25 @@ async def stdio_pipe(
         """Split stdout into lines in linear time (each chunk is searched once), and end the session at
         once when one line outgrows `MAX_LINE_BYTES`: its pending requests fail now, with that reason."""
         assert process.stdout is not None
-        buffer = bytearray()
+        splitter = LineSplitter(MAX_LINE_BYTES)
         try:
             async for chunk in process.stdout:
-                start = 0
-                while True:
-                    newline = chunk.find(b"\n", start)
-                    if newline == -1:
-                        buffer += chunk[start:]
-                        if len(buffer) > MAX_LINE_BYTES:
-                            stats.broken = f"a stdout frame exceeded {MAX_LINE_BYTES // (1024 * 1024)} MB"
-                            return
+                too_long = False
+                for line in splitter.feed(chunk):
+                    if line is None:
+                        too_long = True
                         break
-                    buffer += chunk[start:newline]
-                    start = newline + 1
-                    # parsed from the buffer itself: a copy of a 50 MB line would be 50 MB more
-                    line, buffer = buffer, bytearray()
                     if not line.strip():
                         continue
                     message = _parse(line)
                     if message is None:
                         stats.note_garbage(bytes(line))  # banners, warnings: never fatal
                         continue
-                    del line
+                    del line  # parsed from the splitter's own buffer: not held while the message waits
                     await read_send.send(message)
+                if too_long or splitter.overflowing:
+                    stats.broken = f"a stdout frame exceeded {MAX_LINE_BYTES // (1024 * 1024)} MB"
+                    return
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
         finally:
@@ -309,11 +346,10 @@ async def stdio_pipe(
             async with write_recv:
                 async for message in write_recv:
                     # bytes straight from pydantic, the newline sent on its own: no str copy, no re-encoding
-                    data = memoryview(wire_bytes(message.message))
-                    for start in range(0, len(data), WRITE_CHUNK):  # paced: no whole copy in the pipe's buffer
-                        await process.stdin.send(data[start : start + WRITE_CHUNK])
+                    for piece in pieces(wire_bytes(message.message)):
+                        await process.stdin.send(piece)
                     await process.stdin.send(b"\n")
-                    del data, message  # not held while waiting for the next message
+                    del piece, message  # not held while waiting for the next message
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_send.aclose()
             return
