@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,16 @@ class CatalogueTool:
     title: str | None = None
     annotations: dict[str, Any] | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    # the item tools/list (or prompts/list) gives hosts: raw under the exposed name, its input schema
-    # without unreachable definitions (coffer.vault.schema)
-    wire: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @cached_property
+    def wire(self) -> dict[str, Any]:
+        """The item tools/list (or prompts/list) gives hosts: raw under the exposed name, its input schema
+        without unreachable definitions (coffer.vault.schema). Made on first use: most callers of
+        `build_tools` (search, curation, pinning, doctor) never list to a host."""
+        wire = {**self.raw, "name": self.name}
+        if isinstance(self.raw.get("inputSchema"), dict):
+            wire["inputSchema"] = prune_unused_defs(self.raw["inputSchema"])
+        return wire
 
 
 @dataclass
@@ -124,9 +132,6 @@ def build_tools(server: str, raw_tools: Iterable[dict[str, Any]], prefix: str | 
             exposed = exposed_name(server, name, hash_len, prefix)
         taken.add(exposed)
         schema = raw.get("inputSchema") or {"type": "object"}
-        wire = {**raw, "name": exposed}
-        if isinstance(raw.get("inputSchema"), dict):
-            wire["inputSchema"] = prune_unused_defs(raw["inputSchema"])
         out.append(
             CatalogueTool(
                 name=exposed,
@@ -137,7 +142,6 @@ def build_tools(server: str, raw_tools: Iterable[dict[str, Any]], prefix: str | 
                 title=raw.get("title"),
                 annotations=raw.get("annotations"),
                 raw=raw,
-                wire=wire,
             )
         )
     out.sort(key=lambda t: t.name)
