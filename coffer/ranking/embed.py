@@ -16,7 +16,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Generic, Protocol, TypeVar
 
 from coffer.errors import CofferError
 
@@ -166,32 +166,29 @@ def cached_vectors(model: Embedder, texts: Sequence[str], cache_dir: Path | None
     except (OSError, ValueError):
         pass
     vectors = model.embed(texts)
-    try:
-        _atomic_save(folder, path, vectors)
-        _prune(folder)
-    except OSError:
-        pass
+    save_derived(path, lambda handle: np.save(handle, vectors, allow_pickle=False), _KEEP_CACHE_FILES)
     return vectors
 
 
-def _atomic_save(folder: Path, path: Path, vectors: np.ndarray) -> None:
-    import numpy as np
-
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npy")
+def save_derived(path: Path, write: Callable[[BinaryIO], None], keep: int) -> None:
+    """Write a derived cache file atomically (never a half file under its name), then keep the newest
+    `keep` files of its kind in its folder: old catalogues' files are never needed again. Errors are
+    ignored: the data is recomputed when its file is missing. The vector cache and index snapshots."""
+    folder = path.parent
     try:
-        with os.fdopen(fd, "wb") as handle:
-            np.save(handle, vectors, allow_pickle=False)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _prune(folder: Path) -> None:
-    """Keep the newest few catalogues' vectors: old catalogues are never needed again."""
-    files = sorted(folder.glob("*.npy"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for stale in files[_KEEP_CACHE_FILES:]:
-        stale.unlink(missing_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=path.suffix)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                write(handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        files = sorted(folder.glob(f"*{path.suffix}"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for stale in files[keep:]:
+            stale.unlink(missing_ok=True)
+    except OSError:
+        pass

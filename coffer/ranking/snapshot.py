@@ -9,8 +9,6 @@ is ignored, and only the newest few are kept.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,35 +36,17 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
     try:
         with np.load(path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
-    except Exception:  # a truncated zip raises zipfile.BadZipFile: still just "no snapshot"
+    except Exception:  # missing, truncated (zipfile.BadZipFile), not an npz: all just "no snapshot"
         return None
 
 
 def save(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write the snapshot atomically (never a half file under the final name); errors are ignored."""
+    """Write the snapshot atomically and keep the newest few; errors are ignored."""
     import numpy as np
 
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npz")
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, allow_pickle=False, **arrays)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
-        return
-    try:
-        snaps = sorted(folder.glob("*.npz"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for stale in snaps[_KEEP:]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        pass
+    from coffer.ranking.embed import save_derived
+
+    save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), _KEEP)
 
 
 def pack_words(words: Sequence[str]) -> np.ndarray:
