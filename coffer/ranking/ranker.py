@@ -322,19 +322,20 @@ class Ranker:
         """
         if k < 1:
             raise UsageError(f"top_k must be at least 1, got {k}")
+        needs = implied_queries(query) if self.implied_needs and k > 1 else []
         steps = split_steps(query) if self.split_steps else [query]
         if len(steps) > 1:
-            return self._search_steps(query, steps, k)
-        scores = self.scores(query)
-        needs = implied_queries(query) if self.implied_needs and k > 1 else []
-        order = top_k(scores, k + len(needs))
-        values = {i: float(scores[i]) for i in order}
+            order, values = self._merged_steps(query, steps, k)
+        else:
+            scores = self.scores(query)
+            order = top_k(scores, k + len(needs))
+            values = {i: float(scores[i]) for i in order}
         for n, need in enumerate(needs):
             self._place_implied(need, min(IMPLIED_SLOT + n, k - 1), order, values)
         hits = [(self.docs[i], round(values[i], 6)) for i in order[:k]]
         return RankResult(hits=hits, ranker=self.ranker, total=self.total, note=self.note)
 
-    def _search_steps(self, query: str, steps: list[str], k: int) -> RankResult:
+    def _merged_steps(self, query: str, steps: list[str], k: int) -> tuple[list[int], dict[int, float]]:
         """Round robin over the steps' own rankings (each normalised to its best), duplicates skipped;
         a score never rises down the list."""
         import numpy as np
@@ -356,11 +357,7 @@ class Ranker:
             ceiling = min(ceiling, value)
             order.append(i)
             values[i] = ceiling
-        needs = implied_queries(query) if self.implied_needs and k > 1 else []
-        for n, need in enumerate(needs):
-            self._place_implied(need, min(IMPLIED_SLOT + n, k - 1), order, values)
-        hits = [(self.docs[i], round(values[i], 6)) for i in order[:k]]
-        return RankResult(hits=hits, ranker=self.ranker, total=self.total, note=self.note)
+        return order, values
 
     def _place_implied(self, need: str, slot: int, order: list[int], values: dict[int, float]) -> None:
         """Move the best doc for `need` up to `slot` unless it already ranks there or higher.
