@@ -125,6 +125,7 @@ class Ranker:
         implied_needs: bool = False,
         split_steps: bool = True,
         model: Embedder | None = None,
+        docs_key: str | None = None,
     ):
         from coffer.ranking.minilm import requested_backend
 
@@ -145,7 +146,8 @@ class Ranker:
         snap_path = None
         if cache_dir is not None:
             sem_id = model.model_id if model is not None else WORDLLAMA_ID
-            parts = [docs_hash(self.docs), mode, backend, sem_id, repr(bm25_params or BM25Params())]
+            content = docs_key or docs_hash(self.docs)  # `docs_key`: that hash, when the caller has it already
+            parts = [content, mode, backend, sem_id, repr(bm25_params or BM25Params())]
             snap_path = snapshot_path(cache_dir, parts)
         saved = snapshot_load(snap_path) if snap_path is not None else None
         # True when the indexes came from a snapshot (coffer.ranking.snapshot) rather than a build
@@ -400,14 +402,17 @@ def cached_ranker(
     from coffer.ranking.minilm import requested_backend
 
     backend = requested_backend()
-    cache_key = (key or docs_hash(docs), mode, str(cache_dir) if cache_dir else "", backend, str(implied_needs))
+    content = docs_hash(docs) if key is None else None  # hashed once: the Ranker's snapshot key reuses it
+    cache_key = (key or content or "", mode, str(cache_dir) if cache_dir else "", backend, str(implied_needs))
     with _cache_lock:
         ranker = _rankers.get(cache_key)
         if ranker is not None:
             _rankers.move_to_end(cache_key)
             return ranker
     # built outside the lock: may take a while
-    ranker = Ranker(docs, mode=mode, cache_dir=cache_dir, embeddings=backend, implied_needs=implied_needs)
+    ranker = Ranker(
+        docs, mode=mode, cache_dir=cache_dir, embeddings=backend, implied_needs=implied_needs, docs_key=content
+    )
     with _cache_lock:
         _rankers[cache_key] = ranker
         while len(_rankers) > _MAX_RANKERS:
