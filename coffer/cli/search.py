@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from coffer.cli import render
 from coffer.cli._app import app
+from coffer.cli.quick import show_search
 
 
 class RankerChoice(StrEnum):
@@ -27,27 +27,4 @@ def search(
     ] = RankerChoice.hybrid,
 ) -> None:
     """Search the enabled tools of every server, offline, from the last catalogue snapshot."""
-    from coffer.manage.search import search_snapshot
-
-    result = search_snapshot(query, top_k, ranker.value)
-    if result.note:
-        render.say(result.note)
-    if as_json:
-        render.print_json(
-            {
-                "version": render.JSON_VERSION,
-                "query": query,
-                "ranker": result.ranker,
-                "total_searched": result.total,
-                "tools": [{"name": d.id, "description": d.text, "score": s} for d, s in result.hits],
-            }
-        )
-        return
-    if not result.hits:
-        render.say(f"no tool matches {query!r} ({result.total} tools searched with {result.ranker})")
-        return
-    render.table(
-        ["tool", "score", "description"],
-        [(d.id, f"{s:.3f}", render.first_line(d.text, 80)) for d, s in result.hits],
-        caption=f"{result.ranker} ranker, {result.total} tools searched",
-    )
+    show_search(query, top_k, as_json, ranker.value)

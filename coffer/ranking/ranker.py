@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import sys
 import threading
 from collections import OrderedDict
@@ -16,6 +15,7 @@ from coffer.errors import UsageError
 from coffer.ranking.bm25 import BM25Index, BM25Params
 from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
 from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
+from coffer.ranking.embed import ModelUnavailable
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
 from coffer.ranking.snapshot import load as snapshot_load
@@ -49,6 +49,8 @@ def release_freed_memory() -> None:
     if sys.platform != "linux":
         return
     with contextlib.suppress(OSError, AttributeError):  # musl and other libcs have no malloc_trim
+        import ctypes  # here, not at import: 14 ms of every `coffer search` start
+
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
@@ -181,6 +183,9 @@ class Ranker:
                 sem_starts=self._semantic.starts,
                 sem_model=np.frombuffer(self._semantic.model.model_id.encode(), dtype=np.uint8),
             )
+            pieces = getattr(self._semantic.model, "pieces", None)
+            if pieces is not None:
+                arrays.update(pieces.to_arrays())
         if self._dense is not None:
             arrays.update(
                 dense_matrix=self._dense.matrix,
@@ -191,7 +196,7 @@ class Ranker:
     def _restore(self, saved: dict[str, np.ndarray], mode: str, backend: str, params: BM25Params | None) -> bool:
         """Take a snapshot's indexes; False (build afresh) when it lacks a part this ranker would build,
         holds vectors of another model, or does not fit the docs."""
-        from coffer.ranking.embed import ModelUnavailable, get_model
+        from coffer.ranking.embed import get_model
         from coffer.ranking.minilm import get_minilm, installed
 
         n = len(self.docs)
@@ -206,6 +211,9 @@ class Ranker:
                 model = self._model or get_model()
                 if saved["sem_model"].tobytes().decode() != model.model_id or saved["sem_matrix"].shape[1] != model.dim:
                     return False
+                pieces = getattr(model, "pieces", None)
+                if pieces is not None:
+                    pieces.update_from_arrays(saved)
                 semantic = _SemanticIndex(
                     model=model,
                     matrix=saved["sem_matrix"],
@@ -229,20 +237,22 @@ class Ranker:
     def _build_semantic(self, cache_dir: Path | None) -> _SemanticIndex | None:
         import numpy as np
 
-        from coffer.ranking.embed import ModelUnavailable, cached_vectors, get_model
+        from coffer.ranking.embed import cached_vectors, get_model
 
-        try:
-            model = self._model or get_model()
-        except ModelUnavailable as exc:
-            self.note = f"semantic model unavailable, ranked with BM25 only: {exc}"
-            return None
         texts = [embed_text(d) for d in self.docs]
         owners: list[int] = []
         for i, doc in enumerate(self.docs):
             extra = embed_chunks(doc)
             texts.extend(extra)
             owners.extend([i] * len(extra))
-        vectors = cached_vectors(model, texts, cache_dir)
+        try:  # the weights load first; the tokenizer when a text first needs it (either may fail)
+            model = self._model or get_model()
+            vectors = cached_vectors(model, texts, cache_dir)
+            if cache_dir is not None and hasattr(model, "learn_pieces"):
+                model.learn_pieces(texts)  # so a restart's queries need no tokenizer (coffer.ranking.pieces)
+        except ModelUnavailable as exc:
+            self.note = f"semantic model unavailable, ranked with BM25 only: {exc}"
+            return None
         n = len(self.docs)
         owner_arr = np.asarray(owners, dtype=np.int64)
         if owner_arr.size:
@@ -260,7 +270,7 @@ class Ranker:
     def _build_dense(self, cache_dir: Path | None, required: bool) -> _DenseIndex | None:
         import numpy as np
 
-        from coffer.ranking.embed import ModelUnavailable, cached_vectors
+        from coffer.ranking.embed import cached_vectors
         from coffer.ranking.minilm import get_minilm, installed
 
         if not required and not installed():
@@ -284,11 +294,18 @@ class Ranker:
         if not self.docs:
             return np.zeros(0, dtype=np.float32)
         rw = rewrite(query)  # developer vocabulary, action weight (coffer.ranking.vocabulary)
-        if self._semantic is None:
+        sem_index, dense_index = self._semantic, self._dense  # read once: a failure below drops them
+        if sem_index is not None:
+            try:
+                semantic = sem_index.scores(rw.text)
+                dense = dense_index.scores(rw.text) if dense_index is not None else None
+            except ModelUnavailable as exc:  # the tokenizer, loaded on first need, failed: BM25 from now on
+                self._semantic = self._dense = sem_index = None
+                self.ranker = "bm25"
+                self.note = f"semantic model unavailable, ranked with BM25 only: {exc}"
+        if sem_index is None:
             return self._bm25.scores(rw.terms, rw.weights)
-        semantic = self._semantic.scores(rw.text)
-        if self._dense is not None:
-            dense = self._dense.scores(rw.text)
+        if dense is not None:
             semantic = (1.0 - MINILM_SHARE) * minmax_normalise(semantic) + MINILM_SHARE * minmax_normalise(dense)
             if self.mode == "semantic":
                 return semantic

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 # Bump when what a snapshot holds, or how the ranker derives it from docs, changes.
-FORMAT = "coffer-index-1"
+FORMAT = "coffer-index-2"  # 2: the tokenizer's word pieces (coffer.ranking.pieces)
 _KEEP = 4
 _FOLDER = "index"
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import logging
 import sqlite3
 import threading
 import time
@@ -62,7 +61,6 @@ __all__ = [
     "config_hash", "digest", "new_tools_setting", "pretty", "tool_definition", "tool_hash", "unified",
 ]  # fmt: skip
 
-log = logging.getLogger("coffer.pinning")
 APPROVED, HELD, NEW = "approved", "held", "new"
 TRUST_TABLES = (
     "CREATE TABLE IF NOT EXISTS trust_servers (server TEXT PRIMARY KEY, hash TEXT, definition TEXT, "
@@ -254,7 +252,9 @@ class Pins:
         try:
             self.new_tools = new_tools_setting(reg.settings)
         except RegistryError as exc:
-            log.error("%s; holding new tools", exc)
+            import logging  # here: `coffer search` reads pins and never logs
+
+            logging.getLogger("coffer.pinning").error("%s; holding new tools", exc)
             self.new_tools = "hold"
         return [cfg for cfg in reg.enabled_servers() if self.check_server(cfg)]
 

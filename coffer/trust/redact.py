@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
+
+if TYPE_CHECKING:
+    import logging
 
 MASK = "****"
 # Shorter values ("1", "true", "dev") are configuration, not credentials; scrubbing them would mangle text.
@@ -83,8 +85,11 @@ def scrub_lines(lines: Iterable[str]) -> list[str]:
     return [scrub(line) for line in lines]
 
 
-class RedactingFilter(logging.Filter):
-    """A logging filter that renders each record and scrubs it, for handlers Coffer installs."""
+class RedactingFilter:
+    """A logging filter that renders each record and scrubs it, for handlers Coffer installs.
+
+    Not a `logging.Filter` subclass (logging takes any object with `filter`), so importing this module,
+    which every printed line passes through, does not import logging."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _pattern is not None:

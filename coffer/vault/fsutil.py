@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +41,8 @@ def atomic_write(path: Path, data: str | bytes, mode: int = 0o600, *, private_pa
     if private_parent:
         ensure_private_dir(path.parent)
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    import tempfile  # only when writing: readers (`coffer search`) skip its import
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, mode)  # mkstemp already creates 0600; keep it explicit for other modes

@@ -6,13 +6,13 @@ Parsing and TOML writing only; `coffer.vault.registry` reads and edits the file 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import tomlkit
-from tomlkit.toml_document import TOMLDocument
+from typing import TYPE_CHECKING, Any
 
 from coffer.errors import ConflictError, NotFoundError, RegistryError, UsageError
 from coffer.vault.names import NAME_RE
+
+if TYPE_CHECKING:  # tomlkit only where the registry is written (`coffer.vault.registry.edit`)
+    from tomlkit.toml_document import TOMLDocument
 
 PROFILE_MODES = ("all", "search")
 
@@ -73,6 +73,8 @@ def validate_profile(profile: Profile) -> Profile:
 
 def write_profile(doc: TOMLDocument, profile: Profile, replace: bool) -> None:
     """Set `[profiles.NAME]` in an open registry document."""
+    import tomlkit
+
     if "profiles" not in doc:
         doc.add("profiles", tomlkit.table(is_super_table=True))
     profiles: Any = doc["profiles"]

@@ -13,11 +13,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import tomlkit
-from tomlkit.exceptions import ParseError
-from tomlkit.toml_document import TOMLDocument
+from typing import TYPE_CHECKING, Any
 
 from coffer.errors import ConflictError, NotFoundError, RegistryError, UsageError
 from coffer.vault import paths
@@ -33,6 +29,9 @@ from coffer.vault.names import validate_name as validate_name
 from coffer.vault.names import validate_prefix as validate_prefix
 from coffer.vault.profiles import Profile as Profile
 from coffer.vault.profiles import drop_profile, profile_from, validate_profile, write_profile
+
+if TYPE_CHECKING:  # tomlkit is imported where the registry is written: reading needs only tomllib
+    from tomlkit.toml_document import TOMLDocument
 
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TIMEOUT_S = 60.0
@@ -182,6 +181,9 @@ def _read(text: str, path: Path) -> dict[str, Any]:
 
 
 def _parse(text: str, path: Path) -> TOMLDocument:
+    import tomlkit
+    from tomlkit.exceptions import ParseError
+
     try:
         return tomlkit.parse(text)
     except ParseError as exc:
@@ -309,6 +311,8 @@ def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
 
     A file that does not parse is never overwritten: the user's hand edit stays for them to fix.
     """
+    import tomlkit
+
     path = path or paths.registry_path()
     with locked(path):
         try:
@@ -324,6 +328,8 @@ def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
 
 
 def _servers_table(doc: TOMLDocument) -> Any:
+    import tomlkit
+
     if "servers" not in doc:
         doc.add("servers", tomlkit.table(is_super_table=True))
     return doc["servers"]
@@ -342,6 +348,8 @@ def add_servers(configs: list[ServerConfig], path: Path | None = None, replace: 
         if cfg.prefix is not None:
             validate_prefix(cfg.prefix)
         _validate_maps(cfg)
+    import tomlkit
+
     with edit(path) as doc:
         servers = _servers_table(doc)
         current = _build(doc, tomlkit.dumps(doc), path or paths.registry_path())
@@ -356,6 +364,8 @@ def add_servers(configs: list[ServerConfig], path: Path | None = None, replace: 
 
 
 def _server_table(cfg: ServerConfig) -> Any:
+    import tomlkit
+
     table = tomlkit.table()
     if cfg.url:
         table.add("url", cfg.url)
@@ -381,6 +391,8 @@ def _server_table(cfg: ServerConfig) -> Any:
 
 
 def _inline(values: Mapping[str, str]) -> Any:
+    import tomlkit
+
     table = tomlkit.inline_table()
     table.update(values)
     return table

@@ -1,0 +1,133 @@
+"""`coffer search` without Typer: the same command, answered in a fraction of the start-up time.
+
+Typer builds a pydantic validator for every parameter it parses, and importing Typer and pydantic
+costs about 0.25 s, a quarter of a `coffer search` run. This module recognises exactly the command
+lines `coffer search` accepts (one query; `-k/--top-k N`, `--json`, `--ranker NAME`, in any order;
+`--` before a query that starts with "-") and answers them with the same code the Typer command runs
+(`show_search`). Anything else (`--help`, a typo, a repeated option, a bad value) returns None and
+goes to the Typer app, which owns every usage message, so the two paths cannot disagree on errors.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from collections.abc import Sequence
+
+RANKERS = ("hybrid", "bm25", "semantic")
+_TOP_K = ("-k", "--top-k")
+
+
+def parse_search(argv: Sequence[str]) -> tuple[str, int, bool, str] | None:
+    """(query, top_k, as_json, ranker) for a well-formed `search` command line, else None."""
+    if not argv or argv[0] != "search":
+        return None
+    query: str | None = None
+    top_k: str | None = None
+    ranker: str | None = None
+    as_json = False
+    args = list(argv[1:])
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if arg == "--":
+            rest = args[i:]
+            if len(rest) != 1 or query is not None:
+                return None
+            query = rest[0]
+            break
+        if not arg.startswith("-") or arg == "-":
+            if query is not None or arg == "-":
+                return None  # a second positional: Typer's "unexpected extra argument"
+            query = arg
+            continue
+        name, eq, value = arg.partition("=")
+        if name == "--json" and not eq:
+            if as_json:
+                return None
+            as_json = True
+            continue
+        if name.startswith("-k") and len(name) > 2 and not name.startswith("--") and not eq:
+            name, value, eq = "-k", name[2:], "="  # -k3
+        if name in _TOP_K or name == "--ranker":
+            if not eq:
+                if i >= len(args):
+                    return None
+                value = args[i]
+                i += 1
+            if name == "--ranker":
+                if ranker is not None or value not in RANKERS:
+                    return None
+                ranker = value
+            else:
+                if top_k is not None or not value.isascii() or not value.isdigit():
+                    return None
+                top_k = value
+            continue
+        return None
+    if query is None:
+        return None
+    return query, int(top_k) if top_k is not None else 5, as_json, ranker or "hybrid"
+
+
+def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
+    """Rank the saved catalogue and print the result: the body of `coffer search` on either path."""
+    from coffer.cli import render
+    from coffer.manage.search import search_snapshot
+
+    result = search_snapshot(query, top_k, ranker)
+    if result.note:
+        render.say(result.note)
+    if as_json:
+        render.print_json(
+            {
+                "version": render.JSON_VERSION,
+                "query": query,
+                "ranker": result.ranker,
+                "total_searched": result.total,
+                "tools": [{"name": d.id, "description": d.text, "score": s} for d, s in result.hits],
+            }
+        )
+        return
+    if not result.hits:
+        render.say(f"no tool matches {query!r} ({result.total} tools searched with {result.ranker})")
+        return
+    render.table(
+        ["tool", "score", "description"],
+        [(d.id, f"{s:.3f}", render.first_line(d.text, 80)) for d, s in result.hits],
+        caption=f"{result.ranker} ranker, {result.total} tools searched",
+    )
+
+
+def run(argv: Sequence[str]) -> int | None:
+    """The exit code of a `coffer search` answered here, or None: hand the command line to Typer."""
+    parsed = parse_search(argv)
+    if parsed is None:
+        return None
+    from coffer.errors import CofferError
+
+    # A short-lived process ranking at most a few thousand rows gains nothing from BLAS threads, and
+    # starting them is ~40 ms of numpy's import. This process starts no children to inherit it.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    try:
+        show_search(*parsed)
+        sys.stdout.flush()
+    except CofferError as exc:
+        from coffer.cli import render
+
+        render.error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("Aborted!\n")  # what Typer (click) says
+        return 1
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        # `coffer search ... | head`: stop quietly, as click does. Point stdout at /dev/null so the
+        # interpreter's final flush of what is still buffered does not raise again (Python's advice).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    return 0
