@@ -32,19 +32,19 @@ _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _SEP = "\x00"  # joins packed strings; a piece holding it is never cached
 
 
-def decomposable(tokenizer_config: dict[str, Any]) -> bool:
-    """Whether a tokenizer (its JSON config) splits at word starts as this cache assumes."""
-    normalizers = (tokenizer_config.get("normalizer") or {}).get("normalizers") or []
-    expected = [
-        {"type": "Prepend", "prepend": MARK},
-        {"type": "Replace", "pattern": {"String": " "}, "content": MARK},
-    ]
-    if normalizers != expected or tokenizer_config.get("pre_tokenizer") is not None:
+def decomposable(normalizer: Any, pre_tokenizer: Any, model_type: str, vocab: Iterable[str]) -> bool:
+    """Whether a tokenizer splits at word starts as this cache assumes: `normalizer` its config (JSON
+    data), `pre_tokenizer` None when it has none, a BPE model, and no ▁ after another character."""
+    expected = {
+        "type": "Sequence",
+        "normalizers": [
+            {"type": "Prepend", "prepend": MARK},
+            {"type": "Replace", "pattern": {"String": " "}, "content": MARK},
+        ],
+    }
+    if normalizer != expected or pre_tokenizer is not None or model_type != "BPE":
         return False
-    model = tokenizer_config.get("model") or {}
-    if model.get("type") != "BPE":
-        return False
-    return not any(MARK in token.lstrip(MARK) for token in model.get("vocab") or {})
+    return not any(MARK in token.lstrip(MARK) for token in vocab)
 
 
 def punct_class(vocab: Iterable[str], specials: Iterable[str] = ()) -> frozenset[str]:
@@ -157,11 +157,12 @@ class PieceCache:
 
     def _read(self, tokenizer: Any) -> bool:
         if self._split is None:
-            config = json.loads(tokenizer.to_str())
-            if not decomposable(config):
+            normalizer = tokenizer.normalizer
+            config = json.loads(normalizer.__getstate__()) if normalizer is not None else None
+            vocab = list(tokenizer.get_vocab())
+            if not decomposable(config, tokenizer.pre_tokenizer, type(tokenizer.model).__name__, vocab):
                 return False  # another tokenizer: every text goes to it
             self.specials = tuple(t.content for t in tokenizer.get_added_tokens_decoder().values())
-            vocab = config["model"]["vocab"]
             self._set_classes(punct_class(vocab, self.specials), isolated_chars(vocab, self.specials))
         return True
 
@@ -175,9 +176,13 @@ class PieceCache:
         if not self._read(tokenizer):
             return
         assert self.punct is not None
-        wanted: set[str] = set()
-        for text in texts:
-            wanted.update(self.split(text))
+        texts = list(texts)
+        if self.isolated:
+            # one pass over all the texts at once, joined by a character that is a piece of its own
+            # and a space: "a  " + "0 " + "b" splits as "▁a", "▁▁", "0", "▁b", the pieces of each alone
+            wanted = set(self.split(f"{min(self.isolated)} ".join(texts)))
+        else:
+            wanted = {piece for text in texts for piece in self.split(text)}
         if vocab_words:
             for token in tokenizer.get_vocab():
                 if _WORD_TOKEN.fullmatch(token) or (token.strip(MARK) and set(token.lstrip(MARK)) <= self.punct):

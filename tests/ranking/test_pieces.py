@@ -69,26 +69,32 @@ def _catalogue_texts() -> list[str]:
 def test_the_bundled_tokenizer_decomposes_by_piece() -> None:
     """What the cache relies on, read from the file wordllama ships."""
     config = json.loads(_tokenizer().to_str())
-    assert decomposable(config)
-    punct = punct_class(config["model"]["vocab"], ("<unk>", "<s>", "</s>"))
+    vocab = list(config["model"]["vocab"])
+    assert decomposable(config["normalizer"], config["pre_tokenizer"], config["model"]["type"], vocab)
+    punct = punct_class(vocab, ("<unk>", "<s>", "</s>"))
     assert set("!?.,;:()[]{}'\"/_-") <= punct
     assert not punct & set("abcxyzABCXYZ0123456789")
-    assert isolated_chars(config["model"]["vocab"], ("<unk>", "<s>", "</s>")) == set("0123456789")
+    assert isolated_chars(vocab, ("<unk>", "<s>", "</s>")) == set("0123456789")
     # no token mixes the class with other characters, ▁ aside
-    for token in config["model"]["vocab"]:
+    for token in vocab:
         chars = set(token) - {MARK}
         if token not in ("<unk>", "<s>", "</s>") and not token.startswith("<0x"):
             assert not (chars & punct and chars - punct), token
 
 
-def test_a_foreign_tokenizer_is_not_decomposable() -> None:
-    assert not decomposable({"normalizer": None, "pre_tokenizer": {"type": "Whitespace"}, "model": {"type": "BPE"}})
-    spm = {
-        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": MARK}]},
-        "pre_tokenizer": None,
-        "model": {"type": "BPE", "vocab": {}},
-    }
-    assert not decomposable(spm)
+def test_other_tokenizers_are_not_decomposable() -> None:
+    normalizer = json.loads(_tokenizer().to_str())["normalizer"]
+    assert not decomposable(None, None, "BPE", ["a"])
+    assert not decomposable(normalizer, {"type": "Whitespace"}, "BPE", ["a"])
+    assert not decomposable(normalizer, None, "WordPiece", ["a"])
+    assert not decomposable(normalizer, None, "BPE", [f"{MARK}a{MARK}b"])  # a token across a word start
+    assert decomposable(normalizer, None, "BPE", [f"{MARK}{MARK}", f"{MARK}ab"])
+    cache = PieceCache()
+    from coffer.ranking.minilm import get_minilm, installed
+
+    if installed():  # MiniLM's WordPiece tokenizer: the cache stays empty and every text goes to it
+        cache.learn(get_minilm().tokenizer, ["open a PR"])
+        assert cache.lookup("open a PR") is None and cache.to_arrays() == {}
 
 
 def test_known_pieces_give_exactly_the_tokenizers_ids() -> None:

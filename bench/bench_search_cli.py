@@ -1,0 +1,83 @@
+"""`coffer search` as a whole process, the way a user's shell runs it, over the 222 real tools.
+
+Each row is the median (and min) wall time of N fresh processes, after one warm-up run that builds
+the index snapshot. Rows, all in this process's run so they share the machine's state:
+  floor          python importing only numpy and rich (what any table of ranked tools costs here)
+  coffer search  the entry point (`coffer.cli.main`: the Typer-free path, coffer.cli.quick)
+  via Typer      the same command through the Typer app (what every run cost before)
+  unknown word   a query whose words the index snapshot does not know (the tokenizer loads)
+The issue's goal is < 400 ms on a quiet machine. Prints figures only.
+
+  python bench/bench_search_cli.py [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+ENTRY = "from coffer.cli import main; main()"
+TYPER = "from coffer.cli.commands import app; app()"
+FLOOR = "import numpy, rich.console, rich.table"
+
+
+def seed_vault(home: str) -> None:
+    """Registry entries and a catalogue snapshot of the 16 real servers (nothing is started)."""
+    os.environ["COFFER_HOME"] = home
+    from coffer.manage import servers
+    from coffer.vault import catalogue, registry
+
+    by_server: dict[str, list[dict[str, object]]] = {}
+    for tool in json.loads((ROOT / "tests" / "data" / "real-servers.json").read_text()):
+        by_server.setdefault(tool.pop("server"), []).append(tool)
+    for name, tools in by_server.items():
+        servers.add_server(registry.ServerConfig(name=name, command="true"))
+        catalogue.save_server(name, tools=tools)
+
+
+def timed(code: str, args: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True, timeout=120)
+        samples.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            raise SystemExit(f"failed: {args}: {proc.stderr.decode()[-400:]}")
+    return statistics.median(samples), min(samples)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=15)
+    opts = parser.parse_args(argv)
+    home = tempfile.mkdtemp(prefix="coffer-bench-search-")
+    seed_vault(home)
+    env = dict(os.environ, COFFER_HOME=home, COFFER_EMBEDDINGS=os.environ.get("COFFER_EMBEDDINGS", "wordllama"))
+    query = ["search", "open a PR"]
+    timed(ENTRY, query, env, 1)  # builds the index snapshot once, as the first search after a refresh does
+    rows = [
+        ("floor (numpy + rich)", FLOOR, []),
+        ("coffer search", ENTRY, query),
+        ("via Typer", TYPER, query),
+        ("unknown word", ENTRY, ["search", "open a PR for the zorblax branch"]),
+    ]
+    results = {label: timed(code, args, env, opts.runs) for label, code, args in rows}
+    base = results["coffer search"][0]
+    print(f"`coffer search` over 222 tools, {opts.runs} fresh processes per row (median / min seconds)")
+    for label, (median, low) in results.items():
+        print(f"  {label:22} {median:6.3f}  {low:6.3f}   {median / base:4.2f}x coffer search")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
