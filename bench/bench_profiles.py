@@ -6,32 +6,25 @@ tools of tests/data/real-servers.json, for no profile, a 40-tool cap and search 
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
 
 def main() -> None:
-    home = tempfile.mkdtemp(prefix="coffer-bench-profiles-")
-    os.environ["COFFER_HOME"] = home
-    from coffer.manage import servers
-    from coffer.manage.profiles import preview
-    from coffer.vault import catalogue, registry
+    from bench_search_cli import seed_vault
 
-    by_server: dict[str, list[dict[str, object]]] = {}
-    for tool in json.loads((ROOT / "tests" / "data" / "real-servers.json").read_text()):
-        by_server.setdefault(tool.pop("server"), []).append(tool)
-    for name, tools in by_server.items():
-        servers.add_server(registry.ServerConfig(name=name, command="true"))
-        catalogue.save_server(name, tools=tools)
+    counts = seed_vault(tempfile.mkdtemp(prefix="coffer-bench-profiles-"))
+    from coffer.manage.profiles import preview
+    from coffer.vault import registry
+
     registry.add_profile(registry.Profile(name="cap40", max_tools=40))
     registry.add_profile(registry.Profile(name="lookup", mode="search"))
-    print(f"{sum(len(t) for t in by_server.values())} tools from {len(by_server)} servers")
+    print(f"{sum(counts.values())} tools from {len(counts)} servers")
     base = preview(None)
     for label, name in (("no profile", None), ("max_tools = 40", "cap40"), ('mode = "search"', "lookup")):
         row = preview(name)

@@ -31,8 +31,9 @@ TYPER = "from coffer.cli.commands import app; app()"
 FLOOR = "import numpy, rich.console, rich.table"
 
 
-def seed_vault(home: str) -> None:
-    """Registry entries and a catalogue snapshot of the 16 real servers (nothing is started)."""
+def seed_vault(home: str) -> dict[str, int]:
+    """Registry entries and a catalogue snapshot of the 16 real servers in `home` (nothing is started);
+    how many tools each server has. bench_profiles.py seeds its vault the same way."""
     os.environ["COFFER_HOME"] = home
     from coffer.manage import servers
     from coffer.vault import catalogue, registry
@@ -43,6 +44,7 @@ def seed_vault(home: str) -> None:
     for name, tools in by_server.items():
         servers.add_server(registry.ServerConfig(name=name, command="true"))
         catalogue.save_server(name, tools=tools)
+    return {name: len(tools) for name, tools in by_server.items()}
 
 
 def timed(code: str, args: list[str], env: dict[str, str], runs: int) -> tuple[float, float]:
