@@ -29,4 +29,5 @@ def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
     reg = registry.load()
     with Pins.read() as pins:  # read only, on the standard library's sqlite3: no migration, no sqlite_utils
         tools = curation.visible_tools(reg, snapshot, pins)
-    return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir())
+    # remember_words: the next `coffer search` with this query's new words needs no tokenizer
+    return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir(), remember_words=True)

@@ -45,11 +45,18 @@ def search_tools(
     mode: str = "hybrid",
     cache_dir: Path | None = None,
     key: str | None = None,
+    remember_words: bool = False,
 ) -> RankResult:
     """Rank catalogue tools for `query`, reusing the built index while the catalogue is unchanged.
 
     Needs the query implies but does not name ("save it to out/report.md": a file writer) get a place
-    in the results (coffer.ranking.implied). Raises UsageError when k < 1 or `mode` is unknown.
+    in the results (coffer.ranking.implied). `remember_words` saves the word stems and pieces the
+    query taught the ranker in `cache_dir` (`Ranker.save_query_words`: `coffer search`, a process per query).
+    Raises UsageError when k < 1 or `mode` is unknown.
     """
     docs = docs_from_tools(tools)
-    return cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key, implied_needs=True).search(query, k)
+    ranker = cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key, implied_needs=True)
+    result = ranker.search(query, k)
+    if remember_words:
+        ranker.save_query_words()
+    return result

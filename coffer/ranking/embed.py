@@ -31,6 +31,7 @@ _WEIGHTS_FILE = ("weights", "l2_supercat_256.safetensors")
 _TENSOR_KEY = "embedding.weight"
 _KEEP_CACHE_FILES = 8
 _ENCODE_BATCH = 256
+_QUERY_TEXTS = 16  # texts one query embeds at most (itself, its steps, its implied needs)
 
 
 class Embedder(Protocol):
@@ -94,6 +95,8 @@ class EmbeddingModel:
             batch = self.tokenizer.encode_batch([texts[i] for i in rows], add_special_tokens=False)
             for row, enc in zip(rows, batch, strict=True):
                 out[row] = enc.ids
+        if 0 < len(todo) <= _QUERY_TEXTS:  # a query (a build embeds thousands): learn its new words
+            self.pieces.learn_query(self.tokenizer, [texts[i] for i in todo])
         return [ids if ids is not None else [] for ids in out]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -29,6 +29,7 @@ MARK = "\u2581"  # the tokenizer's word-start mark
 _WORD_TOKEN = re.compile(f"{MARK}[A-Za-z]+")  # whole words, and punctuation (below), are learnt from the vocabulary
 _PLAIN = re.compile(f"[{MARK}A-Za-z0-9]+")
 _ASCII_PUNCT = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+MAX_FRESH = 20_000  # query pieces one process learns (a long-running gateway meets many words)
 _SEP = "\x00"  # joins packed strings; a piece holding it is never cached
 
 
@@ -118,6 +119,7 @@ class PieceCache:
         self.isolated: frozenset[str] = frozenset()
         self._split: re.Pattern[str] | None = None
         self._saved: list[str] = []  # sorted
+        self.fresh: set[str] = set()  # learnt from queries since start (`learn_query`), not yet saved
         self._saved_ends: Any = None  # numpy int64: end of each saved piece's ids in _saved_ids
         self._saved_ids: Any = None
 
@@ -204,22 +206,38 @@ class PieceCache:
                 skip = len(tokenizer.encode(prefix, add_special_tokens=False).ids)
                 self._encode(tokenizer, after, [prefix + piece_text_inner(p) for p in after], skip)
 
+    def learn_query(self, tokenizer: Any, texts: Sequence[str]) -> None:
+        """Remember the pieces of queries the cache did not know, so their words cost the tokenizer once
+        (`coffer search` saves them beside the index). Only once the cache has its classes (from a
+        snapshot or a build), and at most `MAX_FRESH` per process."""
+        if self._split is None or len(self.fresh) >= MAX_FRESH:
+            return
+        before = set(self.ids)
+        self.learn(tokenizer, texts, vocab_words=False)
+        self.fresh.update(set(self.ids) - before)
+
     def _encode(self, tokenizer: Any, pieces: Sequence[str], texts: Sequence[str], skip: int) -> None:
         for start in range(0, len(pieces), 4096):
             encodings = tokenizer.encode_batch(list(texts[start : start + 4096]), add_special_tokens=False)
             for piece, enc in zip(pieces[start : start + 4096], encodings, strict=True):
                 self.ids[piece] = tuple(enc.ids[skip:])
 
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """What a snapshot keeps (nothing when no tokenizer taught this cache)."""
-        import numpy as np
-
+    def to_arrays(self, only: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """What a snapshot keeps (nothing when no tokenizer taught this cache); `only` some pieces."""
         if self.punct is None:
             return {}
+        if only is not None:
+            return self._arrays({p: tuple(ids) for p in only if (ids := self._get(p)) is not None})
         merged = dict(self.ids)
         for i, piece in enumerate(self._saved):
             start = int(self._saved_ends[i - 1]) if i else 0
             merged.setdefault(piece, tuple(self._saved_ids[start : int(self._saved_ends[i])].tolist()))
+        return self._arrays(merged)
+
+    def _arrays(self, merged: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        assert self.punct is not None
         pieces = sorted(merged)
         lengths = np.fromiter((len(merged[p]) for p in pieces), dtype=np.int64, count=len(pieces))
         flat = np.fromiter((i for p in pieces for i in merged[p]), dtype=np.int32, count=int(lengths.sum()))
@@ -240,9 +258,13 @@ class PieceCache:
         ends, flat = arrays["piece_ends"], arrays["piece_ids"]
         if len(pieces) != len(ends) or (len(ends) and int(ends[-1]) != len(flat)) or pieces != sorted(pieces):
             raise ValueError("piece arrays do not agree")
+        specials = tuple(_unpack(arrays["piece_specials"]))
+        punct, isolated = frozenset(_unpack(arrays["piece_punct"])), frozenset(_unpack(arrays["piece_isolated"]))
         if self.punct is None:
-            self.specials = tuple(_unpack(arrays["piece_specials"]))
-            self._set_classes(frozenset(_unpack(arrays["piece_punct"])), frozenset(_unpack(arrays["piece_isolated"])))
+            self.specials = specials
+            self._set_classes(punct, isolated)
+        elif (self.specials, self.punct, self.isolated) != (specials, punct, isolated):
+            raise ValueError("pieces of another tokenizer")
         if not self._saved:
             self._saved, self._saved_ends, self._saved_ids = pieces, ends, flat
             return

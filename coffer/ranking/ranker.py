@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 from collections import OrderedDict
@@ -18,6 +19,7 @@ from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
 from coffer.ranking.embed import ModelUnavailable
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
+from coffer.ranking.pieces import PieceCache
 from coffer.ranking.snapshot import load as snapshot_load
 from coffer.ranking.snapshot import save as snapshot_save
 from coffer.ranking.snapshot import snapshot_path
@@ -41,6 +43,8 @@ MINILM_SHARE = 0.625  # of the semantic part: 0.5 / (0.3 + 0.5)
 IMPLIED_SLOT = 2
 NAME_COVER_BONUS = 0.05
 NAME_COVER_CANDIDATES = 30
+MAX_SAVED_QUERY_PIECES = 50_000
+_SAVED_WORD = re.compile("\u2581?[A-Za-z]{1,24}")
 
 
 def release_freed_memory() -> None:
@@ -140,6 +144,7 @@ class Ranker:
         self.split_steps = split_steps
         self.note: str | None = None
         self._model = model  # the semantic model; None: the bundled wordllama one (embed.get_model)
+        self.cache_dir = cache_dir
         if cache_dir is not None:
             use_stem_cache(cache_dir / "stems.json")
         self._name_terms: dict[int, frozenset[str]] = {}  # filled on use (only leading candidates need them)
@@ -214,6 +219,7 @@ class Ranker:
                 pieces = getattr(model, "pieces", None)
                 if pieces is not None:
                     pieces.update_from_arrays(saved)
+                    self._load_query_pieces(pieces, model.model_id)
                 semantic = _SemanticIndex(
                     model=model,
                     matrix=saved["sem_matrix"],
@@ -250,6 +256,7 @@ class Ranker:
             vectors = cached_vectors(model, texts, cache_dir)
             if cache_dir is not None and hasattr(model, "learn_pieces"):
                 model.learn_pieces(texts)  # so a restart's queries need no tokenizer (coffer.ranking.pieces)
+                self._load_query_pieces(model.pieces, model.model_id)
         except ModelUnavailable as exc:
             self.note = f"semantic model unavailable, ranked with BM25 only: {exc}"
             return None
@@ -282,6 +289,44 @@ class Ranker:
             return None
         vectors = cached_vectors(model, [embed_text(d) for d in self.docs], cache_dir)
         return _DenseIndex(model=model, matrix=np.ascontiguousarray(vectors))
+
+    def _query_pieces_path(self, model_id: str) -> Path | None:
+        return self.cache_dir / "pieces" / f"{model_id}.npz" if self.cache_dir is not None else None
+
+    def _load_query_pieces(self, pieces: PieceCache, model_id: str) -> None:
+        """Add the pieces past queries taught (`save_query_words`); a bad file is ignored."""
+        path = self._query_pieces_path(model_id)
+        saved = snapshot_load(path) if path is not None else None
+        if saved:
+            with contextlib.suppress(KeyError, ValueError, IndexError):
+                pieces.update_from_arrays(saved)
+
+    def save_query_words(self) -> None:
+        """Keep what this process's queries taught, for the next process: their word stems (Snowball
+        loads 40 language modules for one unknown word) and word pieces (the tokenizer). `coffer
+        search` calls this, so a new word costs those once per vault, not once per run. At most
+        MAX_SAVED_QUERY_PIECES pieces are kept; errors are ignored (derived data)."""
+        if self.cache_dir is not None:
+            save_stem_cache()
+        semantic = self._semantic
+        pieces: PieceCache | None = getattr(semantic.model, "pieces", None) if semantic is not None else None
+        if pieces is None or not pieces.fresh or self.cache_dir is None:
+            return
+        path = self._query_pieces_path(semantic.model.model_id)
+        assert path is not None
+        kept: list[str] = []
+        old = snapshot_load(path)
+        if old and "piece_text" in old:
+            with contextlib.suppress(UnicodeDecodeError):
+                kept = old["piece_text"].tobytes().decode("utf-8", "surrogatepass").split("\x00")
+        # words only (letters, at most 24): a sorted bag of word pieces, never a digit run or a long
+        # token a secret typed into a query would leave
+        fresh = sorted(p for p in pieces.fresh if _SAVED_WORD.fullmatch(p))
+        wanted = list(dict.fromkeys([*kept, *fresh]))[:MAX_SAVED_QUERY_PIECES]
+        arrays = pieces.to_arrays(only=wanted)
+        if arrays:
+            snapshot_save(path, arrays, keep=4)
+        pieces.fresh.clear()
 
     @property
     def total(self) -> int:

@@ -40,13 +40,13 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
         return None
 
 
-def save(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write the snapshot atomically and keep the newest few; errors are ignored."""
+def save(path: Path, arrays: Mapping[str, np.ndarray], keep: int = _KEEP) -> None:
+    """Write the snapshot atomically and keep the newest `keep` in its folder; errors are ignored."""
     import numpy as np
 
     from coffer.ranking.embed import save_derived
 
-    save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), _KEEP)
+    save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), keep)
 
 
 def pack_words(words: Sequence[str]) -> np.ndarray:

@@ -4,6 +4,7 @@ command, judged by running the real `coffer` entry point in a subprocess beside 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,34 @@ def test_a_closed_pipe_ends_quietly(real_vault: Path) -> None:  # noqa: F811
     )
     assert proc.stdout.strip() == "1", proc.stderr
     assert proc.stderr == ""
+
+
+def test_a_new_word_costs_the_tokenizer_once_per_vault(real_vault: Path) -> None:  # noqa: F811
+    """The first search with a word the index does not know loads the tokenizer and the stemmer and
+    keeps the word's stem and pieces (words only: no digits or other runs of a query); the next one
+    needs neither."""
+    _coffer(real_vault, "search", "open a PR")  # the index snapshot
+    code = (
+        "import sys, io, contextlib\n"
+        "from coffer.cli import quick\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert quick.run(['search', 'open a PR for the zorblax branch 31337 x-Qz9']) == 0\n"
+        "print('tokenizers' in sys.modules, 'snowballstemmer' in sys.modules)\n"
+    )
+
+    def run() -> str:
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(real_vault), timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert run() == "True True"  # taught by the tokenizer and Snowball
+    (saved,) = (real_vault / "cache" / "pieces").glob("*.npz")
+    import numpy as np
+
+    with np.load(saved) as data:
+        words = data["piece_text"].tobytes().decode().split("\x00")
+    assert "\u2581zorblax" in words
+    assert words and all(re.fullmatch("\u2581?[A-Za-z]{1,24}", w) for w in words)  # no "3" or "-"
+    assert run() == "False False"  # the same words again: neither

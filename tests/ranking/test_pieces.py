@@ -238,3 +238,34 @@ def test_the_weights_are_mapped_exactly_as_safetensors_reads_them(tmp_path: Path
     assert _mapped_tensor(other, _TENSOR_KEY) is None
     other.write_bytes(b"\x01")
     assert _mapped_tensor(other, _TENSOR_KEY) is None
+
+
+def test_query_pieces_are_learnt_only_with_classes_and_up_to_a_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coffer.ranking import pieces as pieces_mod
+
+    tok = _tokenizer()
+    cache = PieceCache()
+    cache.learn_query(tok, ["rotate the zorblax keys"])  # no classes yet (no snapshot, no build): nothing
+    assert len(cache) == 0 and not cache.fresh
+    cache.learn(tok, ["open a pull request"], vocab_words=False)
+    cache.learn_query(tok, ["rotate the zorblax keys"])
+    assert "\u2581zorblax" in cache.fresh and "\u2581open" not in cache.fresh
+    text = "rotate the zorblax keys"
+    assert cache.lookup(text) == tok.encode(text, add_special_tokens=False).ids
+    monkeypatch.setattr(pieces_mod, "MAX_FRESH", len(cache.fresh))
+    cache.learn_query(tok, ["grommet"])
+    assert cache.lookup("grommet") is None  # the cap: a long-running gateway stops learning
+
+
+def test_a_damaged_query_pieces_file_is_ignored(tmp_path: Path) -> None:
+    from coffer.ranking import docs_from_tools
+
+    docs = docs_from_tools(real_tools())[:20]
+    first = Ranker(docs, mode="hybrid", cache_dir=tmp_path)
+    first.search("open a PR for the zorblax branch", 3)
+    first.save_query_words()
+    (saved,) = (tmp_path / "pieces").glob("*.npz")
+    saved.write_bytes(b"not an npz")
+    again = Ranker(docs, mode="hybrid", cache_dir=tmp_path)
+    assert again.from_snapshot
+    assert [d.id for d, _ in again.search("open a PR", 3).hits] == [d.id for d, _ in first.search("open a PR", 3).hits]
