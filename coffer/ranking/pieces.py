@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -122,6 +123,7 @@ class PieceCache:
         self.fresh: set[str] = set()  # learnt from queries since start (`learn_query`), not yet saved
         self._saved_ends: Any = None  # numpy int64: end of each saved piece's ids in _saved_ids
         self._saved_ids: Any = None
+        self._lock = threading.Lock()  # learning and saving; lookups read without it
 
     def __len__(self) -> int:
         return len(self.ids) + len(self._saved)
@@ -172,11 +174,16 @@ class PieceCache:
         self.punct, self.isolated = punct, isolated
         self._split = _splitter(punct, isolated)
 
-    def learn(self, tokenizer: Any, texts: Iterable[str], vocab_words: bool = True) -> None:
+    def learn(self, tokenizer: Any, texts: Iterable[str], vocab_words: bool = True) -> list[str]:
         """Remember the pieces of `texts` (and the vocabulary's whole words, where most query words
-        are, at a word's start and after punctuation) with the ids the tokenizer gives them."""
+        are, at a word's start and after punctuation) with the ids the tokenizer gives them; the
+        pieces that were new. Thread-safe: the gateway's queries may teach it concurrently."""
+        with self._lock:
+            return self._learn(tokenizer, texts, vocab_words)
+
+    def _learn(self, tokenizer: Any, texts: Iterable[str], vocab_words: bool) -> list[str]:
         if not self._read(tokenizer):
-            return
+            return []
         assert self.punct is not None
         texts = list(texts)
         if self.isolated:
@@ -205,6 +212,7 @@ class PieceCache:
             if after and (prefix == ".") == (prefix in self.punct):  # "a" must not be punctuation
                 skip = len(tokenizer.encode(prefix, add_special_tokens=False).ids)
                 self._encode(tokenizer, after, [prefix + piece_text_inner(p) for p in after], skip)
+        return todo
 
     def learn_query(self, tokenizer: Any, texts: Sequence[str]) -> None:
         """Remember the pieces of queries the cache did not know, so their words cost the tokenizer once
@@ -212,9 +220,7 @@ class PieceCache:
         snapshot or a build), and at most `MAX_FRESH` per process."""
         if self._split is None or len(self.fresh) >= MAX_FRESH:
             return
-        before = set(self.ids)
-        self.learn(tokenizer, texts, vocab_words=False)
-        self.fresh.update(set(self.ids) - before)
+        self.fresh.update(self.learn(tokenizer, texts, vocab_words=False))
 
     def _encode(self, tokenizer: Any, pieces: Sequence[str], texts: Sequence[str], skip: int) -> None:
         for start in range(0, len(pieces), 4096):
@@ -224,6 +230,10 @@ class PieceCache:
 
     def to_arrays(self, only: Iterable[str] | None = None) -> dict[str, np.ndarray]:
         """What a snapshot keeps (nothing when no tokenizer taught this cache); `only` some pieces."""
+        with self._lock:
+            return self._to_arrays(only)
+
+    def _to_arrays(self, only: Iterable[str] | None) -> dict[str, np.ndarray]:
         if self.punct is None:
             return {}
         if only is not None:
@@ -252,6 +262,10 @@ class PieceCache:
 
     def update_from_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         """Take the pieces a snapshot saved, if it holds any (ValueError when they are inconsistent)."""
+        with self._lock:
+            self._update_from_arrays(arrays)
+
+    def _update_from_arrays(self, arrays: dict[str, np.ndarray]) -> None:
         if "piece_text" not in arrays:
             return
         pieces = _unpack(arrays["piece_text"])

@@ -269,3 +269,22 @@ def test_a_damaged_query_pieces_file_is_ignored(tmp_path: Path) -> None:
     again = Ranker(docs, mode="hybrid", cache_dir=tmp_path)
     assert again.from_snapshot
     assert [d.id for d, _ in again.search("open a PR", 3).hits] == [d.id for d, _ in first.search("open a PR", 3).hits]
+
+
+def test_queries_may_teach_the_cache_from_many_threads() -> None:
+    """The gateway answers searches concurrently; each may learn words while others read and save."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tok = _tokenizer()
+    cache = PieceCache()
+    cache.learn(tok, ["open a pull request"], vocab_words=False)
+    words = [f"zorb{a}{b}lax quux{b}{a}frob" for a in "abcdefgh" for b in "abcdefgh"]
+
+    def teach(text: str) -> dict:
+        cache.learn_query(tok, [text])
+        return cache.to_arrays()
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(teach, words))
+    for text in words:
+        assert cache.lookup(text) == tok.encode(text, add_special_tokens=False).ids
