@@ -355,7 +355,7 @@ class Ranker:
             if self.mode == "semantic":
                 return semantic
             bm25 = max_normalise(self._bm25.scores(rw.terms, rw.weights))
-            return self.bm25_weight * bm25 + (1.0 - self.bm25_weight) * semantic
+            return self._name_cover(self.bm25_weight * bm25 + (1.0 - self.bm25_weight) * semantic, rw.terms)
         if self.mode == "semantic":
             return semantic
         return self._name_cover(

@@ -82,6 +82,8 @@ def test_hybrid_minilm_ranks_real_tools(real_docs: list[Doc], tmp_path: Path) ->
     for query, expected in cases.items():
         ids = [d.id for d, _ in ranker.search(query, 3).hits]
         assert expected in ids, (query, ids)
+    # the design's own example ranks first with the extra too (the name-cover bonus applies on this path)
+    assert ranker.search("open a PR", 3).hits[0][0].id == "github__create_pull_request"
     again = Ranker(real_docs, mode="hybrid", cache_dir=tmp_path, embeddings="minilm")  # vectors from the cache
     assert list(tmp_path.glob("vectors/*.npy"))
     q = "open a pull request for my branch"
