@@ -255,7 +255,7 @@ class Ranker:
             model = self._model or get_model()
             vectors = cached_vectors(model, texts, cache_dir)
             if cache_dir is not None and hasattr(model, "learn_pieces"):
-                model.learn_pieces(texts)  # so a restart's queries need no tokenizer (coffer.ranking.pieces)
+                model.learn_pieces(texts, cache_dir)  # a restart's queries need no tokenizer (coffer.ranking.pieces)
                 self._load_query_pieces(model.pieces, model.model_id)
         except ModelUnavailable as exc:
             self.note = f"semantic model unavailable, ranked with BM25 only: {exc}"

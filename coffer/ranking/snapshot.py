@@ -31,13 +31,9 @@ def snapshot_path(cache_dir: Path, parts: Sequence[str]) -> Path:
 
 def load(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays saved at `path`, or None when there is no readable snapshot there."""
-    import numpy as np
+    from coffer.ranking.embed import load_derived
 
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except Exception:  # missing, truncated (zipfile.BadZipFile), not an npz: all just "no snapshot"
-        return None
+    return load_derived(path)  # the same reader as every derived cache file
 
 
 def save(path: Path, arrays: Mapping[str, np.ndarray], keep: int = _KEEP) -> None:

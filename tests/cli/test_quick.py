@@ -156,7 +156,9 @@ def test_a_new_word_costs_the_tokenizer_once_per_vault(real_vault: Path) -> None
         return proc.stdout.strip()
 
     assert run() == "True True"  # taught by the tokenizer and Snowball
-    (saved,) = (real_vault / "cache" / "pieces").glob("*.npz")
+    from coffer.ranking.embed import MODEL_ID
+
+    saved = real_vault / "cache" / "pieces" / f"{MODEL_ID}.npz"  # beside it: the vocabulary's, once per model
     import numpy as np
 
     with np.load(saved) as data:

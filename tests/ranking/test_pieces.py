@@ -264,8 +264,8 @@ def test_a_damaged_query_pieces_file_is_ignored(tmp_path: Path) -> None:
     first = Ranker(docs, mode="hybrid", cache_dir=tmp_path)
     first.search("open a PR for the zorblax branch", 3)
     first.save_query_words()
-    (saved,) = (tmp_path / "pieces").glob("*.npz")
-    saved.write_bytes(b"not an npz")
+    for saved in (tmp_path / "pieces").glob("*.npz"):  # the query pieces, and the vocabulary's
+        saved.write_bytes(b"not an npz")
     again = Ranker(docs, mode="hybrid", cache_dir=tmp_path)
     assert again.from_snapshot
     assert [d.id for d, _ in again.search("open a PR", 3).hits] == [d.id for d, _ in first.search("open a PR", 3).hits]
@@ -288,3 +288,25 @@ def test_queries_may_teach_the_cache_from_many_threads() -> None:
         list(pool.map(teach, words))
     for text in words:
         assert cache.lookup(text) == tok.encode(text, add_special_tokens=False).ids
+
+
+def test_the_vocabulary_pieces_are_learnt_once_per_model(tmp_path: Path) -> None:
+    """A second catalogue (a changed one, or `coffer ask`'s notes) reads the vocabulary's pieces back
+    instead of learning them again, and ranks exactly as a model that learnt everything itself."""
+    from coffer.ranking import docs_from_tools
+    from coffer.ranking.embed import MODEL_ID
+
+    docs = docs_from_tools(real_tools())
+    good = load_bundled_model()
+    first = Ranker(docs[:40], mode="hybrid", cache_dir=tmp_path, model=good)
+    vocab_file = tmp_path / "pieces" / f"{MODEL_ID}.vocab.npz"
+    assert vocab_file.is_file()
+    stamp = vocab_file.stat().st_mtime_ns
+    fresh = load_bundled_model()  # another process's model: nothing learnt yet
+    second = Ranker(docs[40:90], mode="hybrid", cache_dir=tmp_path, model=fresh)
+    assert vocab_file.stat().st_mtime_ns == stamp  # read, not rewritten
+    alone = Ranker(docs[40:90], mode="hybrid", model=load_bundled_model())  # no cache: the tokenizer for all
+    for q in ("open a PR", "kill the process on port 3000", "(draft) release notes?"):
+        assert second.search(q, 5).hits == alone.search(q, 5).hits
+        assert fresh.pieces.lookup(q) in (None, good.tokenizer.encode(q, add_special_tokens=False).ids)
+    assert first.search("open a PR", 3).hits
