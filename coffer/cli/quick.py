@@ -108,8 +108,8 @@ def run(argv: Sequence[str]) -> int | None:
         return None
     from coffer.errors import CofferError
 
-    # A short-lived process ranking at most a few thousand rows gains nothing from BLAS threads, and
-    # starting them is ~40 ms of numpy's import. This process starts no children to inherit it.
+    # The ranker multiplies with einsum, never BLAS, so BLAS threads only cost: starting them is ~40 ms
+    # of numpy's import. This process starts no children that would inherit the setting.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         show_search(*parsed)
