@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from coffer.ranking.docs import Doc, ToolLike, docs_from_tools, docs_hash
-from coffer.ranking.ranker import MODES, Ranker, RankResult, cached_ranker
+from coffer.ranking.ranker import MODES, Ranker, RankResult
+from coffer.ranking.reuse import cached_ranker
 
 __all__ = [
     "MODES",

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import os
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from coffer.errors import CofferError
+from coffer.ranking.derived import load_derived, save_derived
 from coffer.ranking.pieces import PieceCache
 
 M = TypeVar("M")
@@ -255,17 +255,6 @@ class LoadOnce(Generic[M]):
 get_model = LoadOnce(load_bundled_model)
 
 
-def load_derived(path: Path) -> dict[str, np.ndarray] | None:
-    """The arrays of a derived .npz file, or None when it is missing or unreadable."""
-    import numpy as np
-
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except Exception:  # missing, truncated, not an npz: the data is derived and is recomputed
-        return None
-
-
 def texts_hash(model_id: str, texts: Sequence[str]) -> str:
     digest = hashlib.sha256(model_id.encode())
     for text in texts:
@@ -295,29 +284,3 @@ def cached_vectors(model: Embedder, texts: Sequence[str], cache_dir: Path | None
     vectors = model.embed(texts)
     save_derived(path, lambda handle: np.save(handle, vectors, allow_pickle=False), _KEEP_CACHE_FILES)
     return vectors
-
-
-def save_derived(path: Path, write: Callable[[BinaryIO], None], keep: int) -> None:
-    """Write a derived cache file atomically (never a half file under its name), then keep the newest
-    `keep` files of its kind in its folder: old catalogues' files are never needed again. Errors are
-    ignored: the data is recomputed when its file is missing. The vector cache and index snapshots."""
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        import tempfile  # only when writing (a start that reads its caches never does)
-
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=path.suffix)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                write(handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        files = sorted(folder.glob(f"*{path.suffix}"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for stale in files[keep:]:
-            stale.unlink(missing_ok=True)
-    except OSError:
-        pass

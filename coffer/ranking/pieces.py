@@ -16,11 +16,13 @@ tokens ("<s>"), which the tokenizer matches in raw text before anything else.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -297,3 +299,40 @@ def _pack(strings: Sequence[str]) -> np.ndarray:
 def _unpack(packed: np.ndarray) -> list[str]:
     text = packed.tobytes().decode("utf-8", "surrogatepass")
     return text.split(_SEP) if text else []
+
+
+MAX_SAVED = 50_000  # query pieces kept on disk per model
+# words only (letters, at most 24): what is kept of queries is a sorted bag of word pieces, never a
+# digit run or a long token a secret typed into a query would leave
+_SAVED_WORD = re.compile(f"{MARK}?[A-Za-z]{{1,24}}")
+
+
+def load_learnt(cache: PieceCache, path: Path) -> None:
+    """Add the pieces earlier queries taught (`save_learnt`); a missing or bad file is ignored."""
+    from coffer.ranking.derived import load_derived
+
+    saved = load_derived(path)
+    if saved:
+        with contextlib.suppress(KeyError, ValueError, IndexError):
+            cache.update_from_arrays(saved)
+
+
+def save_learnt(cache: PieceCache, path: Path) -> None:
+    """Add the word pieces this process's queries taught to those kept at `path` (at most MAX_SAVED);
+    errors are ignored (derived data)."""
+    from coffer.ranking.derived import load_derived, save_derived
+
+    if not cache.fresh:
+        return
+    kept: list[str] = []
+    old = load_derived(path)
+    if old and "piece_text" in old:
+        with contextlib.suppress(UnicodeDecodeError):
+            kept = _unpack(old["piece_text"])
+    fresh = sorted(p for p in cache.fresh if _SAVED_WORD.fullmatch(p))
+    arrays = cache.to_arrays(only=list(dict.fromkeys([*kept, *fresh]))[:MAX_SAVED])
+    if arrays:
+        import numpy as np
+
+        save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), 4)
+    cache.fresh.clear()

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import re
 import sys
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +16,7 @@ from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
 from coffer.ranking.embed import ModelUnavailable
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
-from coffer.ranking.pieces import PieceCache
+from coffer.ranking.pieces import PieceCache, load_learnt, save_learnt
 from coffer.ranking.snapshot import load as snapshot_load
 from coffer.ranking.snapshot import save as snapshot_save
 from coffer.ranking.snapshot import snapshot_path
@@ -43,8 +40,6 @@ MINILM_SHARE = 0.625  # of the semantic part: 0.5 / (0.3 + 0.5)
 IMPLIED_SLOT = 2
 NAME_COVER_BONUS = 0.05
 NAME_COVER_CANDIDATES = 30
-MAX_SAVED_QUERY_PIECES = 50_000
-_SAVED_WORD = re.compile("\u2581?[A-Za-z]{1,24}")
 
 
 def release_freed_memory() -> None:
@@ -294,39 +289,22 @@ class Ranker:
         return self.cache_dir / "pieces" / f"{model_id}.npz" if self.cache_dir is not None else None
 
     def _load_query_pieces(self, pieces: PieceCache, model_id: str) -> None:
-        """Add the pieces past queries taught (`save_query_words`); a bad file is ignored."""
         path = self._query_pieces_path(model_id)
-        saved = snapshot_load(path) if path is not None else None
-        if saved:
-            with contextlib.suppress(KeyError, ValueError, IndexError):
-                pieces.update_from_arrays(saved)
+        if path is not None:
+            load_learnt(pieces, path)
 
     def save_query_words(self) -> None:
         """Keep what this process's queries taught, for the next process: their word stems (Snowball
         loads 40 language modules for one unknown word) and word pieces (the tokenizer). `coffer
-        search` calls this, so a new word costs those once per vault, not once per run. At most
-        MAX_SAVED_QUERY_PIECES pieces are kept; errors are ignored (derived data)."""
-        if self.cache_dir is not None:
-            save_stem_cache()
+        search` calls this, so a new word costs those once per vault, not once per run."""
+        if self.cache_dir is None:
+            return
+        save_stem_cache()
         semantic = self._semantic
         pieces: PieceCache | None = getattr(semantic.model, "pieces", None) if semantic is not None else None
-        if pieces is None or not pieces.fresh or self.cache_dir is None:
-            return
-        path = self._query_pieces_path(semantic.model.model_id)
-        assert path is not None
-        kept: list[str] = []
-        old = snapshot_load(path)
-        if old and "piece_text" in old:
-            with contextlib.suppress(UnicodeDecodeError):
-                kept = old["piece_text"].tobytes().decode("utf-8", "surrogatepass").split("\x00")
-        # words only (letters, at most 24): a sorted bag of word pieces, never a digit run or a long
-        # token a secret typed into a query would leave
-        fresh = sorted(p for p in pieces.fresh if _SAVED_WORD.fullmatch(p))
-        wanted = list(dict.fromkeys([*kept, *fresh]))[:MAX_SAVED_QUERY_PIECES]
-        arrays = pieces.to_arrays(only=wanted)
-        if arrays:
-            snapshot_save(path, arrays, keep=4)
-        pieces.fresh.clear()
+        path = self._query_pieces_path(semantic.model.model_id) if semantic is not None else None
+        if pieces is not None and path is not None:
+            save_learnt(pieces, path)
 
     @property
     def total(self) -> int:
@@ -441,42 +419,3 @@ class Ranker:
         else:  # fewer hits than the slot: goes last, never above the hit before it
             values[doc] = min(values[order[-1]], float(need_scores[doc])) if order else float(need_scores[doc])
         order.insert(slot, doc)
-
-
-_cache_lock = threading.Lock()
-_rankers: OrderedDict[tuple[str, ...], Ranker] = OrderedDict()
-_MAX_RANKERS = 4
-
-
-def cached_ranker(
-    docs: Sequence[Doc],
-    mode: str = "hybrid",
-    cache_dir: Path | None = None,
-    *,
-    key: str | None = None,
-    implied_needs: bool = False,
-) -> Ranker:
-    """A Ranker for `docs`, reused while the docs are unchanged (the gateway calls this per request).
-
-    `key` may be a catalogue hash the caller already has; otherwise the docs' content is hashed.
-    The embedding backend comes from $COFFER_EMBEDDINGS, read once per build.
-    """
-    from coffer.ranking.minilm import requested_backend
-
-    backend = requested_backend()
-    content = docs_hash(docs) if key is None else None  # hashed once: the Ranker's snapshot key reuses it
-    cache_key = (key or content or "", mode, str(cache_dir) if cache_dir else "", backend, str(implied_needs))
-    with _cache_lock:
-        ranker = _rankers.get(cache_key)
-        if ranker is not None:
-            _rankers.move_to_end(cache_key)
-            return ranker
-    # built outside the lock: may take a while
-    ranker = Ranker(
-        docs, mode=mode, cache_dir=cache_dir, embeddings=backend, implied_needs=implied_needs, docs_key=content
-    )
-    with _cache_lock:
-        _rankers[cache_key] = ranker
-        while len(_rankers) > _MAX_RANKERS:
-            _rankers.popitem(last=False)
-    return ranker

@@ -31,7 +31,7 @@ def snapshot_path(cache_dir: Path, parts: Sequence[str]) -> Path:
 
 def load(path: Path) -> dict[str, np.ndarray] | None:
     """The arrays saved at `path`, or None when there is no readable snapshot there."""
-    from coffer.ranking.embed import load_derived
+    from coffer.ranking.derived import load_derived
 
     return load_derived(path)  # the same reader as every derived cache file
 
@@ -40,7 +40,7 @@ def save(path: Path, arrays: Mapping[str, np.ndarray], keep: int = _KEEP) -> Non
     """Write the snapshot atomically and keep the newest `keep` in its folder; errors are ignored."""
     import numpy as np
 
-    from coffer.ranking.embed import save_derived
+    from coffer.ranking.derived import save_derived
 
     save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), keep)
 
