@@ -117,9 +117,17 @@ ABBREVIATIONS: dict[str, tuple[str, ...]] = {
 
 @lru_cache(maxsize=1)
 def _stemmer():  # type: ignore[no-untyped-def]
-    import snowballstemmer
+    """English Snowball (Porter2): PyStemmer's C build when installed (1 ms to import, 19x faster),
+    else snowballstemmer's pure Python (whose package imports all 40 of its languages). The two give
+    the same stems (tests/ranking/test_ranking.py compares them on every catalogue and eval word)."""
+    try:
+        import Stemmer
 
-    return snowballstemmer.stemmer("english")
+        return Stemmer.Stemmer("english")
+    except ImportError:
+        import snowballstemmer
+
+        return snowballstemmer.stemmer("english")
 
 
 _stems: dict[str, str] = {}

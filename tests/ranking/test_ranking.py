@@ -83,6 +83,23 @@ def test_tokenize_stems_drops_stopwords_and_expands_short_forms() -> None:
 # ------------------------------------------------------------------ BM25
 
 
+def test_the_compiled_and_pure_python_stemmers_agree() -> None:
+    """PyStemmer (used when installed) and snowballstemmer (the fallback) give the same stem for every
+    word of the real catalogue and of every eval set, so rankings do not depend on which one runs."""
+    import re
+
+    stemmer_c = pytest.importorskip("Stemmer").Stemmer("english")
+    from snowballstemmer.english_stemmer import EnglishStemmer
+
+    pure = EnglishStemmer()
+    root = Path(__file__).parents[2]
+    words: set[str] = set()
+    for path in [DATA, *sorted((root / "evals" / "data").glob("*/*.json*"))]:
+        words.update(w.lower() for w in re.findall(r"[A-Za-z]+", path.read_text(encoding="utf-8")))
+    assert len(words) > 10_000
+    assert [w for w in sorted(words) if stemmer_c.stemWord(w) != pure.stemWord(w)] == []
+
+
 def test_idf_is_never_negative() -> None:
     assert idf(10, 10) > 0
     assert idf(1, 10) > idf(5, 10) > idf(10, 10)
