@@ -106,14 +106,14 @@ class BM25Index:
         """The built index as arrays (coffer.ranking.snapshot saves them)."""
         import numpy as np
 
-        from coffer.ranking.snapshot import pack_words
+        from coffer.ranking.derived import pack_strings
 
         bounds = [0] * (len(self.terms) + 1)
         for term, i in self.terms.items():
             lo, hi = self._spans[term]
             bounds[i], bounds[i + 1] = lo, hi
         return {
-            "bm25_terms": pack_words(list(self.terms)),
+            "bm25_terms": pack_strings(list(self.terms)),
             "bm25_bounds": np.asarray(bounds, dtype=np.int64),
             "bm25_docs": self._docs,
             "bm25_impacts": self._impacts,
@@ -123,9 +123,9 @@ class BM25Index:
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], params: BM25Params | None = None) -> BM25Index:
         """An index from `to_arrays` output. Raises ValueError when the arrays do not fit together."""
-        from coffer.ranking.snapshot import unpack_words
+        from coffer.ranking.derived import unpack_strings
 
-        terms = unpack_words(arrays["bm25_terms"])
+        terms = unpack_strings(arrays["bm25_terms"])
         bounds = arrays["bm25_bounds"].tolist()
         docs, impacts = arrays["bm25_docs"], arrays["bm25_impacts"]
         if len(bounds) != len(terms) + 1 or len(docs) != len(impacts) or (bounds and bounds[-1] != len(docs)):

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from coffer.errors import CofferError
-from coffer.ranking.derived import load_derived, save_derived
-from coffer.ranking.pieces import PieceCache
+from coffer.ranking.derived import load_derived, save_arrays, save_derived
+from coffer.ranking.pieces import KEEP_FILES, PieceCache, vocab_file
 
 M = TypeVar("M")
 
@@ -89,20 +89,19 @@ class EmbeddingModel:
         changed catalogue (or a new note for `coffer ask`) pays only for its own words.
         """
         if not self._vocab_learnt:
-            path = cache_dir / "pieces" / f"{self.model_id}.vocab.npz" if cache_dir is not None else None
+            path = vocab_file(cache_dir, self.model_id) if cache_dir is not None else None
             saved = load_derived(path) if path is not None else None
             try:
-                if saved is None:
-                    raise ValueError("no saved vocabulary pieces")
-                self.pieces.update_from_arrays(saved)
+                self.pieces.update_from_arrays(saved or {})
             except (KeyError, ValueError, IndexError):
+                saved = None  # damaged, or another tokenizer's: learnt again below
+            if not saved or "piece_text" not in saved:
                 vocab = PieceCache()
                 vocab.learn(self.tokenizer, [])
-                if path is not None and (arrays := vocab.to_arrays()):
-                    import numpy as np
-
-                    save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), 4)
-                self.pieces.update_from_arrays(vocab.to_arrays())
+                arrays = vocab.to_arrays()
+                if path is not None and arrays:
+                    save_arrays(path, arrays, KEEP_FILES)
+                self.pieces.update_from_arrays(arrays)
             self._vocab_learnt = True
         self.pieces.learn(self.tokenizer, texts, vocab_words=False)
 

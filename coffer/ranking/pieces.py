@@ -291,17 +291,31 @@ class PieceCache:
 
 
 def _pack(strings: Sequence[str]) -> np.ndarray:
-    import numpy as np
+    from coffer.ranking.derived import pack_strings
 
-    return np.frombuffer(_SEP.join(strings).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    return pack_strings(strings, _SEP)  # a piece may hold a newline: joined by NUL, which none holds
 
 
 def _unpack(packed: np.ndarray) -> list[str]:
-    text = packed.tobytes().decode("utf-8", "surrogatepass")
-    return text.split(_SEP) if text else []
+    from coffer.ranking.derived import unpack_strings
+
+    return unpack_strings(packed, _SEP)
 
 
 MAX_SAVED = 50_000  # query pieces kept on disk per model
+KEEP_FILES = 4  # files in the pieces folder: two per model (`vocab_file`, `learnt_file`)
+
+
+def vocab_file(cache_dir: Path, model_id: str) -> Path:
+    """Where a model's vocabulary pieces are kept: the same for every catalogue (`EmbeddingModel.learn_pieces`)."""
+    return cache_dir / "pieces" / f"{model_id}.vocab.npz"
+
+
+def learnt_file(cache_dir: Path, model_id: str) -> Path:
+    """Where the pieces `coffer search` queries taught a model are kept (`save_learnt`)."""
+    return cache_dir / "pieces" / f"{model_id}.npz"
+
+
 # words only (letters, at most 24): what is kept of queries is a sorted bag of word pieces, never a
 # digit run or a long token a secret typed into a query would leave
 _SAVED_WORD = re.compile(f"{MARK}?[A-Za-z]{{1,24}}")
@@ -320,7 +334,7 @@ def load_learnt(cache: PieceCache, path: Path) -> None:
 def save_learnt(cache: PieceCache, path: Path) -> None:
     """Add the word pieces this process's queries taught to those kept at `path` (at most MAX_SAVED);
     errors are ignored (derived data)."""
-    from coffer.ranking.derived import load_derived, save_derived
+    from coffer.ranking.derived import load_derived, save_arrays
 
     if not cache.fresh:
         return
@@ -332,7 +346,5 @@ def save_learnt(cache: PieceCache, path: Path) -> None:
     fresh = sorted(p for p in cache.fresh if _SAVED_WORD.fullmatch(p))
     arrays = cache.to_arrays(only=list(dict.fromkeys([*kept, *fresh]))[:MAX_SAVED])
     if arrays:
-        import numpy as np
-
-        save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), 4)
+        save_arrays(path, arrays, KEEP_FILES)
     cache.fresh.clear()

@@ -16,7 +16,7 @@ from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
 from coffer.ranking.embed import ModelUnavailable
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
-from coffer.ranking.pieces import PieceCache, load_learnt, save_learnt
+from coffer.ranking.pieces import PieceCache, learnt_file, load_learnt, save_learnt
 from coffer.ranking.snapshot import load as snapshot_load
 from coffer.ranking.snapshot import save as snapshot_save
 from coffer.ranking.snapshot import snapshot_path
@@ -286,7 +286,7 @@ class Ranker:
         return _DenseIndex(model=model, matrix=np.ascontiguousarray(vectors))
 
     def _query_pieces_path(self, model_id: str) -> Path | None:
-        return self.cache_dir / "pieces" / f"{model_id}.npz" if self.cache_dir is not None else None
+        return learnt_file(self.cache_dir, model_id) if self.cache_dir is not None else None
 
     def _load_query_pieces(self, pieces: PieceCache, model_id: str) -> None:
         path = self._query_pieces_path(model_id)

@@ -36,22 +36,8 @@ def load(path: Path) -> dict[str, np.ndarray] | None:
     return load_derived(path)  # the same reader as every derived cache file
 
 
-def save(path: Path, arrays: Mapping[str, np.ndarray], keep: int = _KEEP) -> None:
-    """Write the snapshot atomically and keep the newest `keep` in its folder; errors are ignored."""
-    import numpy as np
+def save(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
+    """Write the snapshot atomically and keep the newest few; errors are ignored."""
+    from coffer.ranking.derived import save_arrays
 
-    from coffer.ranking.derived import save_derived
-
-    save_derived(path, lambda handle: np.savez(handle, allow_pickle=False, **arrays), keep)
-
-
-def pack_words(words: Sequence[str]) -> np.ndarray:
-    """Words (no newlines in them) as one uint8 array: far faster to load than a numpy string array."""
-    import numpy as np
-
-    return np.frombuffer("\n".join(words).encode("utf-8", "surrogatepass"), dtype=np.uint8)
-
-
-def unpack_words(packed: np.ndarray) -> list[str]:
-    text = packed.tobytes().decode("utf-8", "surrogatepass")
-    return text.split("\n") if text else []
+    save_arrays(path, arrays, _KEEP)
