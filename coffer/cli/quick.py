@@ -15,7 +15,6 @@ import os
 import sys
 from collections.abc import Sequence
 
-RANKERS = ("hybrid", "bm25", "semantic")
 _TOP_K = ("-k", "--top-k")
 
 
@@ -58,7 +57,9 @@ def parse_search(argv: Sequence[str]) -> tuple[str, int, bool, str] | None:
                 value = args[i]
                 i += 1
             if name == "--ranker":
-                if ranker is not None or value not in RANKERS:
+                from coffer.ranking import MODES  # the rankers the command's --ranker offers
+
+                if ranker is not None or value not in MODES:
                     return None
                 ranker = value
             else:
