@@ -16,6 +16,7 @@ from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
 from coffer.ranking.embed import ModelUnavailable
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
+from coffer.ranking.languages import translate
 from coffer.ranking.pieces import PieceCache, learnt_file, load_learnt, save_learnt
 from coffer.ranking.snapshot import load as snapshot_load
 from coffer.ranking.snapshot import save as snapshot_save
@@ -360,10 +361,12 @@ class Ranker:
 
         A request of several actions ("find X, then write a report to out.pdf") is ranked per action
         and the lists are merged turn by turn, so every action gets a place in the k
-        (`coffer.ranking.vocabulary.split_steps`). Raises UsageError when k < 1.
+        (`coffer.ranking.vocabulary.split_steps`); a query in another language is read through the
+        glossary first (`coffer.ranking.languages`). Raises UsageError when k < 1.
         """
         if k < 1:
             raise UsageError(f"top_k must be at least 1, got {k}")
+        query = translate(query)  # a query in another language, in the catalogue's English words
         needs = implied_queries(query) if self.implied_needs and k > 1 else []
         steps = split_steps(query) if self.split_steps else [query]
         if len(steps) > 1:
