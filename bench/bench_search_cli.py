@@ -7,6 +7,7 @@ the index snapshot. Rows, all in this process's run so they share the machine's 
   via Typer      the same command through the Typer app (what every run cost before)
   new word       each run a word the index has never seen (the tokenizer loads, the word is kept)
   kept word      a word an earlier search taught (no tokenizer)
+  Spanish        a query in another language (the glossary and its stemmers load, coffer.ranking.languages)
 The issue's goal is < 400 ms on a quiet machine. Prints figures only.
 
   python bench/bench_search_cli.py [--runs 15]
@@ -83,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         ("coffer search", ENTRY, query),
         ("via Typer", TYPER, query),
         ("new word", ENTRY, new_word),
+        ("Spanish", ENTRY, ["search", "abre un PR para mi rama"]),
         ("kept word", ENTRY, ["search", "open a PR for the quuxfrob branch"]),
     ]
     timed(ENTRY, rows[-1][2], env, 1)  # teaches "quuxfrob"

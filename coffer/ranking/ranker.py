@@ -21,8 +21,8 @@ from coffer.ranking.pieces import PieceCache, learnt_file, load_learnt, save_lea
 from coffer.ranking.snapshot import load as snapshot_load
 from coffer.ranking.snapshot import save as snapshot_save
 from coffer.ranking.snapshot import snapshot_path
-from coffer.ranking.tokenize import expand_abbreviations, save_stem_cache, tokenize, use_stem_cache
-from coffer.ranking.vocabulary import rewrite, split_steps
+from coffer.ranking.tokenize import expand_abbreviations, save_stem_cache, split_words, tokenize, use_stem_cache
+from coffer.ranking.vocabulary import Rewrite, families, rewrite, split_steps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,6 +41,9 @@ MINILM_SHARE = 0.625  # of the semantic part: 0.5 / (0.3 + 0.5)
 IMPLIED_SLOT = 2
 NAME_COVER_BONUS = 0.05
 NAME_COVER_CANDIDATES = 30
+# ... and one whose name starts with an action of another family than the query's loses this much
+# (vocabulary.VERB_FAMILIES); chosen between 0.06 and 0.1 on every set, see evals/README.md
+OTHER_ACTION_PENALTY = 0.1
 
 
 def release_freed_memory() -> None:
@@ -143,7 +146,8 @@ class Ranker:
         self.cache_dir = cache_dir
         if cache_dir is not None:
             use_stem_cache(cache_dir / "stems.json")
-        self._name_terms: dict[int, frozenset[str]] = {}  # filled on use (only leading candidates need them)
+        # a name's terms and its leading action's families, filled on use (only leading candidates need them)
+        self._name_terms: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
         self._semantic: _SemanticIndex | None = None
         self._dense: _DenseIndex | None = None
         snap_path = None
@@ -334,26 +338,32 @@ class Ranker:
             if self.mode == "semantic":
                 return semantic
             bm25 = max_normalise(self._bm25.scores(rw.terms, rw.weights))
-            return self._name_cover(self.bm25_weight * bm25 + (1.0 - self.bm25_weight) * semantic, rw.terms)
+            return self._name_fit(self.bm25_weight * bm25 + (1.0 - self.bm25_weight) * semantic, rw)
         if self.mode == "semantic":
             return semantic
-        return self._name_cover(
-            weighted_fusion(self._bm25.scores(rw.terms, rw.weights), semantic, self.bm25_weight), rw.terms
-        )
+        return self._name_fit(weighted_fusion(self._bm25.scores(rw.terms, rw.weights), semantic, self.bm25_weight), rw)
 
-    def _name_cover(self, scores: np.ndarray, query_terms: list[str]) -> np.ndarray:
+    def _name_fit(self, scores: np.ndarray, rw: Rewrite) -> np.ndarray:
         """Among the leading candidates, a tool whose whole name the query explains ("open a PR" covers
-        create_pull_request, not create_pull_request_review) gets `NAME_COVER_BONUS`."""
-        if NAME_COVER_BONUS <= 0 or not len(scores):
+        create_pull_request, not create_pull_request_review) gets `NAME_COVER_BONUS`, and one whose name
+        starts with an action of another family than the query's (update_pull_request_branch for "open
+        a PR for my branch") loses `OTHER_ACTION_PENALTY`."""
+        if not len(scores):
             return scores
-        wanted = set(query_terms)
+        wanted = set(rw.terms)
         out = scores.copy()
         for i in top_k(scores, NAME_COVER_CANDIDATES):
-            terms = self._name_terms.get(i)
-            if terms is None:
-                terms = self._name_terms[i] = frozenset(tokenize(self.docs[i].name))
+            fit = self._name_terms.get(i)
+            if fit is None:
+                name = self.docs[i].name
+                words = split_words(name)
+                fit = (frozenset(tokenize(name)), families(words[0]) if words else frozenset())
+                self._name_terms[i] = fit
+            terms, verb_families = fit
             if terms and terms <= wanted:
                 out[i] += NAME_COVER_BONUS
+            if rw.families and verb_families and not verb_families & rw.families:
+                out[i] -= OTHER_ACTION_PENALTY
         return out
 
     def search(self, query: str, k: int = 5) -> RankResult:

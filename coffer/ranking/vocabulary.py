@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from coffer.ranking.tokenize import expand_abbreviations, split_words, tokenize
+from coffer.ranking.tokenize import expand_abbreviations, split_words, stem, tokenize
 
 ACTION_WEIGHT = 1.0
 EXPANSION_WEIGHT = 0.3
@@ -128,6 +128,44 @@ ACTION_VERBS: frozenset[str] = frozenset(
 )
 
 
+# Families of actions, for telling a tool that does something else from one that does what was asked
+# ("open a PR for my branch": create_pull_request, not update_pull_request_branch; "buy a ticket", not
+# "find tickets"). A verb may belong to several ("open" reads a file, creates a PR, navigates to a page;
+# "close" an issue updates it, "close" a process stops it); two actions conflict only when their
+# families are disjoint. Retrieval verbs are one family: people say "look up", "show" and "find" for
+# what catalogues call get_, list_ and search_.
+VERB_FAMILIES: dict[str, str] = {
+    "retrieve": "get read fetch retrieve show view describe obtain grab download load inspect list ls "
+    "enumerate browse search find query lookup look locate grep seek check analyze analyse monitor count open",
+    "create": "create add new make insert generate build spin file raise submit cut init initialize open write",
+    "update": "update edit modify change set patch rename tweak replace configure close",
+    "delete": "delete remove drop destroy erase wipe nuke rm purge clear",
+    "run": "run execute start launch boot invoke call trigger",
+    "stop": "stop kill terminate halt cancel end abort close",
+    "send": "send post publish reply email notify message share",
+    "write": "write save put store dump export upload create",
+    "buy": "buy purchase order pay checkout book reserve",
+    "merge": "merge",
+    "move": "move mv",
+    "copy": "copy cp clone fork",
+    "navigate": "navigate go visit open",
+    "interact": "click press type fill select hover drag",
+    "translate": "translate",
+    "convert": "convert",
+    "summarize": "summarize summarise",
+}
+_FAMILIES_OF: dict[str, frozenset[str]] = {}
+
+
+def families(verb: str) -> frozenset[str]:
+    """The action families of a verb (or of its stem: "creates", "updating"); empty when it is none."""
+    if not _FAMILIES_OF:
+        pairs = [(stem(w), family) for family, verbs in VERB_FAMILIES.items() for w in verbs.split()]
+        for term, _ in pairs:
+            _FAMILIES_OF[term] = frozenset(f for t, f in pairs if t == term)
+    return _FAMILIES_OF.get(stem(verb), frozenset())
+
+
 @dataclass
 class Rewrite:
     """A query as the ranker uses it: weighted BM25 terms and the text for the embedder."""
@@ -136,6 +174,7 @@ class Rewrite:
     weights: dict[str, float] = field(default_factory=dict)
     text: str = ""
     action: str | None = None  # the word taken as the query's action, if any
+    families: frozenset[str] = frozenset()  # the action's families, with what it maps to (`families`)
 
 
 def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -173,11 +212,14 @@ def rewrite(query: str) -> Rewrite:
                     terms.append(term)
                 extra.append(target)
     action = next((w for w in words if w in ACTION_VERBS), None)
+    action_families: frozenset[str] = frozenset()
     if action is not None:
         action_terms = set(tokenize(action))
+        action_families = families(action)
         for word, targets in mapped:
             if word == action:
                 action_terms |= {t for target in targets for t in tokenize(target)}
+                action_families = action_families.union(*(families(t) for t in targets))
         for term in action_terms:
             if term in weights:
                 # what the action maps to is the catalogue's word for what the user typed: full weight
@@ -185,7 +227,7 @@ def rewrite(query: str) -> Rewrite:
     text = expand_abbreviations(query)
     if extra:
         text = f"{text} ({' '.join(dict.fromkeys(extra))})"
-    return Rewrite(terms=terms, weights=weights, text=text, action=action)
+    return Rewrite(terms=terms, weights=weights, text=text, action=action, families=action_families)
 
 
 SPLIT_ON_AND = False

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from coffer.ranking import search_tools
+from coffer.ranking import Ranker, docs_from_tools, search_tools
 from coffer.ranking.tokenize import split_words, tokenize
-from coffer.ranking.vocabulary import ACTION_VERBS, intents, rewrite, split_steps
+from coffer.ranking.vocabulary import ACTION_VERBS, families, intents, rewrite, split_steps
 from coffer.vault.catalogue import build_tools
 from tests.ranking.test_ranking import real_tools
 
@@ -67,6 +67,53 @@ def test_split_steps() -> None:
     assert "book" in ACTION_VERBS and "create" in ACTION_VERBS
 
 
+def test_action_families() -> None:
+    assert families("creates") == families("create") and "create" in families("open")
+    assert "retrieve" in families("look") and families("look") & families("get")  # look up = get
+    assert not families("update") & families("create") and not families("buy") & families("find")
+    assert families("close") & families("update") and families("close") & families("stop")
+    assert families("pull") == frozenset() and families("browser") == frozenset()  # not actions
+    assert rewrite("open a PR").families == families("open") | families("create")  # what it maps to counts too
+    assert rewrite("the weather in Paris").families == frozenset()
+
+
+class _T:
+    def __init__(self, name: str, description: str) -> None:
+        self.name, self.server, self.tool, self.description, self.input_schema = (
+            f"s__{name}",
+            "s",
+            name,
+            description,
+            {},
+        )
+
+
+def test_the_action_decides_between_tools_of_one_domain() -> None:
+    """find vs buy, request vs send: same entity words, the action picks the tool."""
+    tools = [
+        _T("search_flights", "Search flights between two cities on a date"),
+        _T("book_flight", "Book a flight for the passenger"),
+        _T("request_payment", "Request a payment from a contact"),
+        _T("send_payment", "Send a payment to a contact"),
+    ]
+    ranker = Ranker(docs_from_tools(tools), mode="hybrid")
+    first = {
+        q: ranker.search(q, 2).hits[0][0].id
+        for q in (
+            "find flights from Paris to Rome",
+            "book me a flight from Paris to Rome",
+            "request a payment from Bob",
+            "send a payment to Bob",
+        )
+    }
+    assert first == {
+        "find flights from Paris to Rome": "s__search_flights",
+        "book me a flight from Paris to Rome": "s__book_flight",
+        "request a payment from Bob": "s__request_payment",
+        "send a payment to Bob": "s__send_payment",
+    }
+
+
 REAL = [t for t in real_tools()]
 
 
@@ -74,6 +121,7 @@ REAL = [t for t in real_tools()]
     ("query", "first"),
     [
         ("open a PR", "github__create_pull_request"),
+        ("open a pull request for my branch", "github__create_pull_request"),  # not update_pull_request_branch
         ("cat package.json", None),  # any file reader
         ("kill the process on port 3000", "desktop-commander__kill_process"),
         ("grab the README from the repo", "github__get_file_contents"),
