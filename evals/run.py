@@ -40,6 +40,7 @@ def make_ranker(
         cache_dir=cache_dir,
         embeddings=backend or "wordllama",
         implied_needs=implied,
+        english_docs=True,
         model=model,
     )
 

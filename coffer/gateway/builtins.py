@@ -130,7 +130,9 @@ async def search_tools(
 
     def rank() -> Any:
         docs = docs_from_tools(visible)
-        ranker = cached_ranker(docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key, implied_needs=True)
+        ranker = cached_ranker(
+            docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key, implied_needs=True, english_docs=True
+        )
         return ranker.search(query, k)
 
     res = await anyio.to_thread.run_sync(rank)

@@ -56,7 +56,7 @@ def search_tools(
     Raises UsageError when k < 1 or `mode` is unknown.
     """
     docs = docs_from_tools(tools)
-    ranker = cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key, implied_needs=True)
+    ranker = cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key, implied_needs=True, english_docs=True)
     result = ranker.search(query, k)
     if remember_words:
         ranker.save_query_words()

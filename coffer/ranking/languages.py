@@ -18,6 +18,8 @@ catalogue's words, and the developer vocabulary (`coffer.ranking.vocabulary`) ap
 - Chinese and Japanese are matched by longest glossary entry in each run of CJK characters; the
   original characters stay (a catalogue with Chinese descriptions still matches them) and the English
   is appended.
+- Tool search replaces the words (catalogues are English); `coffer__ask` appends the English to the
+  query as typed (`keep_original`), since notes are written in whatever language their author uses.
 """
 
 from __future__ import annotations
@@ -207,8 +209,12 @@ def detect(query: str) -> str | None:
     return best if best_score >= MIN_EVIDENCE and best_score > best_english else None
 
 
-def translate(query: str) -> str:
-    """`query` in the catalogue's English, word by word; unchanged when it is English (or unknown)."""
+def translate(query: str, keep_original: bool = False) -> str:
+    """`query` in the catalogue's English, word by word; unchanged when it is English (or unknown).
+
+    `keep_original` adds the English after the query instead of replacing its words: for documents
+    that may be written in the query's own language (notes), whose words must still match.
+    """
     if query.isascii() and not _ascii_candidate(query):
         return query
     lang = detect(query)
@@ -217,18 +223,30 @@ def translate(query: str) -> str:
     table = glossary()
     if lang in ("zh", "ja"):
         return _translate_cjk(query, lang, table)
+    english, meanings = _translate_words(query, lang, table)
+    if not meanings:
+        return query
+    return f"{query} {' '.join(dict.fromkeys(meanings))}" if keep_original else english
+
+
+def _translate_words(query: str, lang: str, table: Glossary) -> tuple[str, list[str]]:
+    """A Latin-script or Russian query with its glossary words in English and its function words
+    gone, and the English words it took from the glossary."""
     spans = _words(query)
     if lang == "ru":  # a Russian query may still hold Latin words (PR, GitHub): those stay
         spans = [s for s in spans if _CYRILLIC.search(s[2])]
     words = [w for _, _, w in spans]
     out: list[str] = []
+    meanings: list[str] = []
     pos = 0
     for a, b in _matches(lang, words, table.phrases[lang]):
         out.append(_without_function_words(query[pos : spans[a][0]], lang))
-        out.append(" ".join(table.phrases[lang][tuple(_stems(lang, words[a:b]))]))
+        meaning = table.phrases[lang][tuple(_stems(lang, words[a:b]))]
+        out.append(" ".join(meaning))
+        meanings.extend(meaning)
         pos = spans[b - 1][1]
     out.append(_without_function_words(query[pos:], lang))
-    return _SPACES.sub(" ", " ".join(out)).strip()
+    return _SPACES.sub(" ", " ".join(out)).strip(), meanings
 
 
 def _ascii_candidate(query: str) -> bool:

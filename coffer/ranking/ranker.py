@@ -116,6 +116,9 @@ class Ranker:
     optional MiniLM model when it is installed ("auto") or asked for; the ranker is then named
     "hybrid-minilm" / "semantic-minilm". `implied_needs` (tools only, not memory passages) makes sure
     the best tool for each need the query implies (coffer.ranking.implied) is among the results.
+    A query in another language is read through `coffer.ranking.languages`: with `english_docs` (tool
+    catalogues) it is replaced by its English reading, otherwise (notes, in whatever language their
+    author writes) the English is added to it.
     """
 
     def __init__(
@@ -128,6 +131,7 @@ class Ranker:
         bm25_weight: float | None = None,
         embeddings: str | None = None,
         implied_needs: bool = False,
+        english_docs: bool = False,
         split_steps: bool = True,
         model: Embedder | None = None,
         docs_key: str | None = None,
@@ -140,6 +144,7 @@ class Ranker:
         self.docs: list[Doc] = list(docs)
         self.mode = mode
         self.implied_needs = implied_needs
+        self.english_docs = english_docs
         self.split_steps = split_steps
         self.note: str | None = None
         self._model = model  # the semantic model; None: the bundled wordllama one (embed.get_model)
@@ -376,7 +381,7 @@ class Ranker:
         """
         if k < 1:
             raise UsageError(f"top_k must be at least 1, got {k}")
-        query = translate(query)  # a query in another language, in the catalogue's English words
+        query = translate(query, keep_original=not self.english_docs)  # another language, read in English
         needs = implied_queries(query) if self.implied_needs and k > 1 else []
         steps = split_steps(query) if self.split_steps else [query]
         if len(steps) > 1:

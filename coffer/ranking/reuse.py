@@ -22,6 +22,7 @@ def cached_ranker(
     *,
     key: str | None = None,
     implied_needs: bool = False,
+    english_docs: bool = False,
 ) -> Ranker:
     """A Ranker for `docs`, reused while the docs are unchanged (the gateway calls this per request).
 
@@ -32,7 +33,14 @@ def cached_ranker(
 
     backend = requested_backend()
     content = docs_hash(docs) if key is None else None  # hashed once: the Ranker's snapshot key reuses it
-    cache_key = (key or content or "", mode, str(cache_dir) if cache_dir else "", backend, str(implied_needs))
+    cache_key = (
+        key or content or "",
+        mode,
+        str(cache_dir) if cache_dir else "",
+        backend,
+        str(implied_needs),
+        str(english_docs),
+    )
     with _cache_lock:
         ranker = _rankers.get(cache_key)
         if ranker is not None:
@@ -40,7 +48,13 @@ def cached_ranker(
             return ranker
     # built outside the lock: may take a while
     ranker = Ranker(
-        docs, mode=mode, cache_dir=cache_dir, embeddings=backend, implied_needs=implied_needs, docs_key=content
+        docs,
+        mode=mode,
+        cache_dir=cache_dir,
+        embeddings=backend,
+        implied_needs=implied_needs,
+        english_docs=english_docs,
+        docs_key=content,
     )
     with _cache_lock:
         _rankers[cache_key] = ranker

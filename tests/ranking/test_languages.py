@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coffer.ranking import search_tools
+from coffer.ranking import Doc, Ranker, search_tools
 from coffer.ranking.languages import COLUMNS, GLOSSARY_FILE, detect, glossary, parse, translate
 from tests.ranking.test_ranking import real_tools
 
@@ -110,3 +110,19 @@ REAL = real_tools()
 def test_non_english_queries_find_the_obvious_tool(query: str, first: str) -> None:
     hits = [doc.id for doc, _ in search_tools(REAL, query, 5).hits]
     assert hits[0] == first, hits
+
+
+def test_notes_keep_the_querys_own_words() -> None:
+    """Notes may be written in the query's language: there the English is added, not substituted."""
+    assert translate("abre un PR para mi rama", keep_original=True) == "abre un PR para mi rama open branch"
+    assert translate("open a PR for my branch", keep_original=True) == "open a PR for my branch"
+    notes = [
+        Doc(id="deploy", name="Despliegue", text="Cómo desplegar el servicio de pagos: primero la base de datos"),
+        Doc(id="paella", name="Paella", text="La receta de paella de la abuela, con arroz bomba"),
+        Doc(id="english", name="Release", text="How we cut a release"),
+    ]
+    ranker = Ranker(notes, mode="bm25")  # english_docs=False, as coffer__ask's memory ranker
+    hits = [d.id for d, _ in ranker.search("¿cómo despliego el servicio de pagos?", 3).hits]
+    assert hits[0] == "deploy", hits
+    # read as the catalogue's English only ("deploy service pay"), nothing is left to match these notes
+    assert Ranker(notes, mode="bm25", english_docs=True).search("¿cómo despliego el servicio de pagos?", 3).hits == []
