@@ -25,6 +25,7 @@ catalogue's words, and the developer vocabulary (`coffer.ranking.vocabulary`) ap
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -94,17 +95,26 @@ class Glossary:
     english_stems: frozenset[str]  # ... stemmed: a query holding them is evidence of English
 
 
-@lru_cache(maxsize=8)
+_local = threading.local()
+
+
 def _stemmer(lang: str) -> Any:
-    """PyStemmer's compiled Snowball where installed, the pure-Python one otherwise (same stems)."""
-    try:
-        import Stemmer
+    """PyStemmer's compiled Snowball where installed, the pure-Python one otherwise (same stems).
 
-        return Stemmer.Stemmer(_STEMMERS[lang])
-    except ImportError:  # pragma: no cover - PyStemmer is a dependency on CPython
-        import snowballstemmer
+    One per thread: a stemmer keeps state between calls and is not safe to share (the gateway ranks
+    in worker threads).
+    """
+    stemmers: dict[str, Any] = _local.__dict__.setdefault("stemmers", {})
+    if lang not in stemmers:
+        try:
+            import Stemmer
 
-        return snowballstemmer.stemmer(_STEMMERS[lang])
+            stemmers[lang] = Stemmer.Stemmer(_STEMMERS[lang])
+        except ImportError:  # pragma: no cover - PyStemmer is a dependency on CPython
+            import snowballstemmer
+
+            stemmers[lang] = snowballstemmer.stemmer(_STEMMERS[lang])
+    return stemmers[lang]
 
 
 def _stems(lang: str, words: list[str]) -> list[str]:

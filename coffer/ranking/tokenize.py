@@ -8,8 +8,8 @@ queries arrive as plain English. Both go through the same pipeline so "open a pu
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable
-from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
 
@@ -115,19 +115,26 @@ ABBREVIATIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-@lru_cache(maxsize=1)
+_local = threading.local()
+
+
 def _stemmer():  # type: ignore[no-untyped-def]
     """English Snowball (Porter2): PyStemmer's C build when installed (1 ms to import, 19x faster),
     else snowballstemmer's pure Python (whose package imports all 40 of its languages). The two give
-    the same stems (tests/ranking/test_ranking.py compares them on every catalogue and eval word)."""
-    try:
-        import Stemmer
+    the same stems (tests/ranking/test_ranking.py compares them on every catalogue and eval word).
+    One per thread: a stemmer keeps state between calls (the gateway ranks in worker threads)."""
+    stemmer = getattr(_local, "stemmer", None)
+    if stemmer is None:
+        try:
+            import Stemmer
 
-        return Stemmer.Stemmer("english")
-    except ImportError:
-        import snowballstemmer
+            stemmer = Stemmer.Stemmer("english")
+        except ImportError:
+            import snowballstemmer
 
-        return snowballstemmer.stemmer("english")
+            stemmer = snowballstemmer.stemmer("english")
+        _local.stemmer = stemmer
+    return stemmer
 
 
 _stems: dict[str, str] = {}
