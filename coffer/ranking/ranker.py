@@ -21,8 +21,8 @@ from coffer.ranking.pieces import PieceCache, learnt_file, load_learnt, save_lea
 from coffer.ranking.snapshot import load as snapshot_load
 from coffer.ranking.snapshot import save as snapshot_save
 from coffer.ranking.snapshot import snapshot_path
-from coffer.ranking.tokenize import expand_abbreviations, save_stem_cache, split_words, tokenize, use_stem_cache
-from coffer.ranking.vocabulary import Rewrite, families, rewrite, split_steps
+from coffer.ranking.tokenize import expand_abbreviations, save_stem_cache, tokenize, use_stem_cache
+from coffer.ranking.vocabulary import Rewrite, name_families, rewrite, split_steps
 
 if TYPE_CHECKING:
     import numpy as np
@@ -361,9 +361,7 @@ class Ranker:
             fit = self._name_terms.get(i)
             if fit is None:
                 name = self.docs[i].name
-                words = split_words(name)
-                fit = (frozenset(tokenize(name)), families(words[0]) if words else frozenset())
-                self._name_terms[i] = fit
+                fit = self._name_terms[i] = (frozenset(tokenize(name)), name_families(name))
             terms, verb_families = fit
             if terms and terms <= wanted:
                 out[i] += NAME_COVER_BONUS

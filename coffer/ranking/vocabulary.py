@@ -157,6 +157,20 @@ VERB_FAMILIES: dict[str, str] = {
 _FAMILIES_OF: dict[str, frozenset[str]] = {}
 
 
+# Words that start tool names as nouns at least as often as verbs (BookTool, EmailByNylas, file_info,
+# order_status, message_list): a name starting with one says nothing about its action.
+NAME_NOUNS: frozenset[str] = frozenset(
+    {"book", "email", "message", "order", "file", "post", "query", "type", "new", "end", "call", "share", "drop"}
+    | {"count", "log", "record"}
+)
+
+
+def name_families(name: str) -> frozenset[str]:
+    """The action families of the verb a tool's name starts with (update_pull_request_branch: update)."""
+    words = split_words(name)
+    return families(words[0]) if words and words[0] not in NAME_NOUNS else frozenset()
+
+
 def families(verb: str) -> frozenset[str]:
     """The action families of a verb (or of its stem: "creates", "updating"); empty when it is none."""
     if not _FAMILIES_OF:

@@ -6,7 +6,7 @@ import pytest
 
 from coffer.ranking import Ranker, docs_from_tools, search_tools
 from coffer.ranking.tokenize import split_words, tokenize
-from coffer.ranking.vocabulary import ACTION_VERBS, families, intents, rewrite, split_steps
+from coffer.ranking.vocabulary import ACTION_VERBS, families, intents, name_families, rewrite, split_steps
 from coffer.vault.catalogue import build_tools
 from tests.ranking.test_ranking import real_tools
 
@@ -144,3 +144,10 @@ def test_each_step_of_a_request_gets_a_place() -> None:
 
 def test_build_tools_names_are_what_search_returns() -> None:
     assert {t.name for t in build_tools("github", [{"name": "create_pull_request"}])} == {"github__create_pull_request"}
+
+
+def test_a_name_that_starts_with_a_noun_has_no_action() -> None:
+    assert name_families("update_pull_request_branch") == families("update")
+    assert name_families("BookTool") == frozenset() and name_families("EmailByNylas") == frozenset()
+    assert name_families("book_flight") == frozenset()  # "book" starts names as a noun as often
+    assert name_families("browser_take_screenshot") == frozenset()  # the server's noun, then the verb
