@@ -25,11 +25,11 @@ catalogue's words, and the developer vocabulary (`coffer.ranking.vocabulary`) ap
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+
+from coffer.ranking.tokenize import STOPWORDS, snowball, stem
 
 GLOSSARY_FILE = Path(__file__).with_name("glossary.txt")
 LATIN = ("es", "de", "fr", "pt", "it")
@@ -95,30 +95,8 @@ class Glossary:
     english_stems: frozenset[str]  # ... stemmed: a query holding them is evidence of English
 
 
-_local = threading.local()
-
-
-def _stemmer(lang: str) -> Any:
-    """PyStemmer's compiled Snowball where installed, the pure-Python one otherwise (same stems).
-
-    One per thread: a stemmer keeps state between calls and is not safe to share (the gateway ranks
-    in worker threads).
-    """
-    stemmers: dict[str, Any] = _local.__dict__.setdefault("stemmers", {})
-    if lang not in stemmers:
-        try:
-            import Stemmer
-
-            stemmers[lang] = Stemmer.Stemmer(_STEMMERS[lang])
-        except ImportError:  # pragma: no cover - PyStemmer is a dependency on CPython
-            import snowballstemmer
-
-            stemmers[lang] = snowballstemmer.stemmer(_STEMMERS[lang])
-    return stemmers[lang]
-
-
 def _stems(lang: str, words: list[str]) -> list[str]:
-    return list(_stemmer(lang).stemWords(words))
+    return list(snowball(_STEMMERS[lang]).stemWords(words))
 
 
 def parse(text: str) -> list[dict[str, list[str]]]:
@@ -153,8 +131,6 @@ def glossary() -> Glossary:
         for lang in cjk:
             for form in row[lang]:
                 cjk[lang][form] = tuple(dict.fromkeys((*cjk[lang].get(form, ()), *meaning)))
-    from coffer.ranking.tokenize import stem
-
     return Glossary(
         phrases=phrases, cjk=cjk, english=frozenset(english), english_stems=frozenset(stem(w) for w in english)
     )
@@ -199,8 +175,6 @@ def detect(query: str) -> str | None:
     cyrillic = sum(1 for w in words if _CYRILLIC.search(w))
     if cyrillic:  # Russian with a few Latin names (PR, GitHub), not one Russian word in an English question
         return "ru" if 2 * cyrillic >= len(words) else None
-    from coffer.ranking.tokenize import STOPWORDS, stem
-
     table = glossary()
     english = {w for w in words if w in STOPWORDS or stem(w) in table.english_stems}
     best, best_score, best_english = None, 0, 0
@@ -265,8 +239,6 @@ def _ascii_candidate(query: str) -> bool:
     Most queries are English: they skip the glossary (and the stemmers) entirely unless one of their
     words is another language's function word.
     """
-    from coffer.ranking.tokenize import STOPWORDS
-
     words = {w.lower() for w in _LETTERS.findall(query)}
     return any(w in FUNCTION_WORDS[lang] and w not in STOPWORDS for lang in LATIN for w in words) or (
         bool(words) and not words & STOPWORDS and _glossary_hit(words)

@@ -118,22 +118,24 @@ ABBREVIATIONS: dict[str, tuple[str, ...]] = {
 _local = threading.local()
 
 
-def _stemmer():  # type: ignore[no-untyped-def]
-    """English Snowball (Porter2): PyStemmer's C build when installed (1 ms to import, 19x faster),
-    else snowballstemmer's pure Python (whose package imports all 40 of its languages). The two give
-    the same stems (tests/ranking/test_ranking.py compares them on every catalogue and eval word).
-    One per thread: a stemmer keeps state between calls (the gateway ranks in worker threads)."""
-    stemmer = getattr(_local, "stemmer", None)
+def snowball(language: str = "english"):  # type: ignore[no-untyped-def]
+    """A Snowball stemmer ("english", "spanish", ...): PyStemmer's C build when installed (1 ms to
+    import, 19x faster), else snowballstemmer's pure Python (whose package imports all 40 of its
+    languages). The two give the same stems (tests/ranking/test_ranking.py compares them on every
+    catalogue and eval word). One per thread and language: a stemmer keeps state between calls (the
+    gateway ranks in worker threads)."""
+    stemmers: dict[str, object] = _local.__dict__.setdefault("stemmers", {})
+    stemmer = stemmers.get(language)
     if stemmer is None:
         try:
             import Stemmer
 
-            stemmer = Stemmer.Stemmer("english")
+            stemmer = Stemmer.Stemmer(language)
         except ImportError:
             import snowballstemmer
 
-            stemmer = snowballstemmer.stemmer("english")
-        _local.stemmer = stemmer
+            stemmer = snowballstemmer.stemmer(language)
+        stemmers[language] = stemmer
     return stemmer
 
 
@@ -181,7 +183,7 @@ def stem(word: str) -> str:
     """Snowball (Porter2) stem, memoised: a catalogue repeats few distinct words."""
     hit = _stems.get(word)
     if hit is None:
-        hit = _stemmer().stemWord(word) if word.isascii() and word.isalpha() else word
+        hit = snowball().stemWord(word) if word.isascii() and word.isalpha() else word
         if len(_stems) < 200_000:
             _stems[word] = hit
     return hit
