@@ -147,17 +147,20 @@ def _words(query: str) -> list[tuple[int, int, str]]:
     return out
 
 
-def _matches(lang: str, words: list[str], table: dict[tuple[str, ...], tuple[str, ...]]) -> list[tuple[int, int]]:
-    """(first, last + 1) word spans of glossary phrases, longest first, left to right."""
+def _matches(
+    lang: str, words: list[str], table: dict[tuple[str, ...], tuple[str, ...]]
+) -> list[tuple[int, int, tuple[str, ...]]]:
+    """(first, last + 1, English) of each glossary phrase among `words`, longest first, left to right."""
     stems = _stems(lang, words)
     function_words = FUNCTION_WORDS[lang]
-    spans: list[tuple[int, int]] = []
+    spans: list[tuple[int, int, tuple[str, ...]]] = []
     i = 0
     while i < len(words):
         for size in range(min(MAX_PHRASE, len(words) - i), 0, -1):
             # a function word alone is never a glossary word ("para" is not "parar", "sich" not "sichern")
-            if (size > 1 or words[i] not in function_words) and tuple(stems[i : i + size]) in table:
-                spans.append((i, i + size))
+            meaning = table.get(tuple(stems[i : i + size])) if size > 1 or words[i] not in function_words else None
+            if meaning:
+                spans.append((i, i + size, meaning))
                 i += size
                 break
         else:
@@ -179,7 +182,7 @@ def detect(query: str) -> str | None:
     english = {w for w in words if w in STOPWORDS or stem(w) in table.english_stems}
     best, best_score, best_english = None, 0, 0
     for lang in LATIN:
-        known = {w for a, b in _matches(lang, words, table.phrases[lang]) for w in words[a:b]}
+        known = {w for a, b, _ in _matches(lang, words, table.phrases[lang]) for w in words[a:b]}
         found = [w for w in words if w in known and w not in english]
         if not found:
             continue
@@ -223,9 +226,8 @@ def _translate_words(query: str, lang: str, table: Glossary) -> tuple[str, list[
     out: list[str] = []
     meanings: list[str] = []
     pos = 0
-    for a, b in _matches(lang, words, table.phrases[lang]):
+    for a, b, meaning in _matches(lang, words, table.phrases[lang]):
         out.append(_without_function_words(query[pos : spans[a][0]], lang))
-        meaning = table.phrases[lang][tuple(_stems(lang, words[a:b]))]
         out.append(" ".join(meaning))
         meanings.extend(meaning)
         pos = spans[b - 1][1]
