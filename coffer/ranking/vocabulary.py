@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from coffer.ranking.tokenize import expand_abbreviations, split_words, stem, tokenize
 
@@ -154,7 +155,6 @@ VERB_FAMILIES: dict[str, str] = {
     "convert": "convert",
     "summarize": "summarize summarise",
 }
-_FAMILIES_OF: dict[str, frozenset[str]] = {}
 
 
 # Words that start tool names as nouns at least as often as verbs (BookTool, EmailByNylas, file_info,
@@ -171,13 +171,19 @@ def name_families(name: str) -> frozenset[str]:
     return families(words[0]) if words and words[0] not in NAME_NOUNS else frozenset()
 
 
+@lru_cache(maxsize=1)
+def _families_by_stem() -> dict[str, frozenset[str]]:
+    """VERB_FAMILIES inverted, by stem; built on first use (stemming at import would slow every start)."""
+    found: dict[str, set[str]] = {}
+    for family, verbs in VERB_FAMILIES.items():
+        for verb in verbs.split():
+            found.setdefault(stem(verb), set()).add(family)
+    return {term: frozenset(names) for term, names in found.items()}
+
+
 def families(verb: str) -> frozenset[str]:
     """The action families of a verb (or of its stem: "creates", "updating"); empty when it is none."""
-    if not _FAMILIES_OF:
-        pairs = [(stem(w), family) for family, verbs in VERB_FAMILIES.items() for w in verbs.split()]
-        for term, _ in pairs:
-            _FAMILIES_OF[term] = frozenset(f for t, f in pairs if t == term)
-    return _FAMILIES_OF.get(stem(verb), frozenset())
+    return _families_by_stem().get(stem(verb), frozenset())
 
 
 @dataclass
