@@ -4,7 +4,8 @@ The parts, one package each, bottom to top; a part imports only the parts below 
 (tests/test_architecture.py checks this from the import graph):
 
     errors                  one-line errors with stable exit codes (every part may raise them)
-    vault/                  paths, coffer.toml (registry), the catalogue snapshot and exposed names, SQLite helpers
+    vault/  loopback        paths, coffer.toml (registry), the catalogue snapshot and exposed names, SQLite helpers |
+                            the one TCP listener factory (TCP_NODELAY on every accepted connection)
     trust/  ranking/  log/  approval, pins, curation, secrets, redaction | BM25 + embeddings | the invocation log
     memory/                 notes and indexed resources behind coffer__ask
     gateway/                `coffer serve`: server -> routes -> view/relay -> pool -> upstream -> transport

@@ -15,6 +15,7 @@ LAYER = {
     "coffer": 0,  # __version__
     "coffer.errors": 0,
     "coffer.vault": 1,
+    "coffer.loopback": 1,
     "coffer.trust": 2,
     "coffer.ranking": 2,
     "coffer.log": 2,

@@ -29,6 +29,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from coffer import __version__
 from coffer.errors import UpstreamError
+from coffer.loopback import tcp_listener
 from coffer.trust.oauth_store import OAuthStore
 
 CALLBACK_PATH = "/callback"
@@ -167,7 +168,7 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
             head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
             await stream.send(head.encode() + body)
 
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    listener = await anyio.abc.SocketListener.from_socket(tcp_listener())
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     redirect_uri = f"http://127.0.0.1:{port}{CALLBACK_PATH}"
 
@@ -186,13 +187,15 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
             await arrived.wait()
         return results[0]
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, serve_callback)
-        try:
-            yield CofferOAuth(url, client_metadata(redirect_uri), OAuthStore(server), redirect, callback)
-        finally:
-            tg.cancel_scope.cancel()
-            await listener.aclose()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, serve_callback)
+            try:
+                yield CofferOAuth(url, client_metadata(redirect_uri), OAuthStore(server), redirect, callback)
+            finally:
+                tg.cancel_scope.cancel()
+    finally:  # closed once the accept loop is cancelled: closing under a pending accept raises in it
+        await listener.aclose()
 
 
 async def _read_request(stream: anyio.abc.SocketStream) -> bytes:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from coffer.errors import CofferError
 from coffer.gateway.server import Gateway
 from coffer.gateway.transport import MAX_LINE_BYTES, LineSplitter, pieces, wire_bytes
 
@@ -253,16 +252,9 @@ async def _serve_pipes(gateway: Gateway, lines: _StdinLines, wire: _StdoutWire) 
 
 def _listen(port: int) -> socket.socket:
     """Bind the loopback port before anything starts, so a port in use is one clear error, not a half start."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("127.0.0.1", port))
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
-        raise CofferError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(False)
-    return sock
+    from coffer.loopback import tcp_listener
+
+    return tcp_listener(port)
 
 
 def _guarded(app: Any, token: str) -> Any:
