@@ -14,9 +14,8 @@ upstream that needs a new authorisation fails with `AuthorizationNeeded`, which 
 from __future__ import annotations
 
 import os
-import time
 import webbrowser
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from urllib.parse import parse_qs, urlsplit
 
@@ -29,6 +28,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from coffer import __version__
 from coffer.errors import UpstreamError
+from coffer.gateway import sdk
 from coffer.loopback import tcp_listener
 from coffer.trust.oauth_store import OAuthStore
 
@@ -78,46 +78,11 @@ async def provider_for(server: str, url: str, enabled: bool) -> AsyncIterator[OA
         yield provider
 
 
-class CofferOAuth(OAuthClientProvider):
-    """The SDK's provider, with two gaps filled: a token loaded from the store keeps its expiry (so it
-    is refreshed before use once past it), and a 401 on a request with a refreshable token is met by a
-    refresh and one retry before a new authorisation is asked for."""
+class CofferOAuth(sdk.OAuthProvider):
+    """The SDK's provider as Coffer completes it (coffer.gateway.sdk); a missing authorisation is a
+    flow failure too, recorded for the upstream's one-line error."""
 
-    async def _initialize(self) -> None:
-        await super()._initialize()
-        tokens = self.context.current_tokens
-        if tokens is not None and tokens.expires_in is not None:
-            self.context.update_token_expiry(tokens)
-
-    failure: BaseException | None = None  # why the last flow failed, for the upstream's one-line error
-
-    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        for attempt in range(2):
-            inner = super()._auth_flow(request)
-            retry = False
-            try:
-                outgoing = await inner.__anext__()
-                while True:
-                    response = yield outgoing
-                    if (
-                        attempt == 0
-                        and outgoing is request
-                        and response.status_code == 401
-                        and self.context.can_refresh_token()
-                    ):
-                        retry = True
-                        break
-                    outgoing = await inner.asend(response)
-            except StopAsyncIteration:
-                return
-            except (OAuthFlowError, AuthorizationNeeded) as exc:
-                self.failure = exc
-                raise
-            finally:
-                await inner.aclose()
-            if not retry:
-                return
-            self.context.token_expiry_time = time.time() - 1  # the server says it is spent: refresh first
+    flow_errors = (OAuthFlowError, AuthorizationNeeded)
 
 
 def client_metadata(redirect_uri: str, scope: str | None = None) -> OAuthClientMetadata:

@@ -26,6 +26,8 @@ import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 
+from coffer.gateway import sdk
+
 CANCEL_WRITE_S = 2.0  # bound on writing our cancel; a wedged pipe must not hold the host's answer longer
 _ids = itertools.count(1)
 
@@ -51,7 +53,7 @@ async def send(
     method: str = data["method"]
     request_id = next_id()
     opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # type: ignore[arg-type]  # era-specific _meta and headers, as the SDK does
+    sdk.stamp(session, data, opts)  # era-specific _meta and headers, as the SDK does
     opts |= {"request_id": request_id, "cancel_on_abandon": False}
     headers = opts.setdefault("headers", {})
     key = getattr(type(request), "name_param", None)
@@ -64,9 +66,9 @@ async def send(
         opts["on_progress"] = progress
     if on_id is not None:
         on_id(request_id)
-    dispatcher = session._dispatcher
     try:
-        return await dispatcher.send_raw_request(method, data.get("params"), opts)  # type: ignore[arg-type]
+        result: dict[str, Any] = await sdk.send_raw(session, method, data.get("params"), opts)
+        return result
     except MCPError as exc:
         if exc.code == types.REQUEST_TIMEOUT:
             await cancel(session, request_id, f"timed out after {timeout:g}s")

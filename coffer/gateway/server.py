@@ -22,8 +22,6 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
-from mcp.server import Server
-from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -35,6 +33,7 @@ from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
+from coffer.gateway.sdk import GatewayServer
 from coffer.gateway.upstream import State, Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.log.calls import CallLog, CallRecord
@@ -56,27 +55,7 @@ INSTRUCTIONS = (
 )
 
 
-LEGACY_CHANGED = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)
 RELAYED_CAPS = ("sampling", "elicitation", "roots")  # host capabilities an upstream's listing may depend on
-
-
-class _GatewayServer(Server[Any]):
-    """The SDK's server, with capabilities decided when each host initializes: list_changed on,
-    `logging` always (Coffer filters and forwards levels), `resources.subscribe` only when an enabled
-    upstream can subscribe."""
-
-    can_subscribe: Callable[[], bool] = staticmethod(lambda: False)
-
-    def create_initialization_options(
-        self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
-    ) -> Any:
-        return super().create_initialization_options(notification_options or LEGACY_CHANGED, *args, **kwargs)
-
-    def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
-        caps = super().get_capabilities(*args, **kwargs)
-        if caps.resources is not None and caps.resources.subscribe:
-            caps.resources.subscribe = self.can_subscribe()
-        return caps
 
 
 def host_caps(ctx: Any) -> frozenset[str]:
@@ -234,10 +213,10 @@ class Gateway:
 
     # ------------------------------------------------------------------ the MCP server
 
-    def _build_server(self) -> _GatewayServer:
+    def _build_server(self) -> GatewayServer:
         with warnings.catch_warnings():  # logging is deprecated at 2026-07-28; 2025 hosts still set levels
             warnings.simplefilter("ignore", MCPDeprecationWarning)
-            server = _GatewayServer(
+            server = GatewayServer(
                 BUILTIN,
                 version=__version__,
                 instructions=INSTRUCTIONS,
@@ -252,15 +231,14 @@ class Gateway:
                 on_set_logging_level=self._set_level,
                 on_subscribe_resource=self.router.subscribe,
                 on_unsubscribe_resource=self.router.unsubscribe,
+                can_subscribe=self.view.can_subscribe,
             )
-        server.can_subscribe = self.view.can_subscribe  # type: ignore[method-assign]
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
         server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, self._on_roots)
-        server.middleware = []  # the default OpenTelemetry span is a no-op without an exporter, but not free
         return server
 
     def initialization_options(self) -> Any:
-        """None: the SDK asks `_GatewayServer` at each initialize, so capabilities follow the upstreams."""
+        """None: the SDK asks `GatewayServer` at each initialize, so capabilities follow the upstreams."""
         return None
 
     async def _on_initialized(self, ctx: Any, params: Any) -> None:
