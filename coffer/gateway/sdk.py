@@ -37,7 +37,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 
 SUPPORTED = ((2, 3), (2, 4))  # [low, high) by (major, minor): the releases this module was written against
 DISTRIBUTIONS = ("mcp", "mcp-types")
-PRIVATES = {
+PRIVATES: dict[str, Callable[[], bool]] = {
     "ClientSession.__init__ sets self._stamp": lambda: "_stamp" in ClientSession.__init__.__code__.co_names,
     "ClientSession.__init__ sets self._dispatcher": lambda: "_dispatcher" in ClientSession.__init__.__code__.co_names,
     "OAuthClientProvider._initialize": lambda: callable(getattr(OAuthClientProvider, "_initialize", None)),

@@ -6,12 +6,12 @@ hangs a child silently), and stdout lines that are not JSON-RPC dropped and coun
 handed to the session. Only `coffer.gateway.upstream` uses this module.
 
 On Linux each stdio child also dies with the gateway, even on `kill -9` (when no shutdown code runs):
-it is started through a small exec shim that sets PR_SET_PDEATHSIG(SIGKILL) and then execs the real
-program, keeping its pid and process group. Why a shim: `anyio.open_process` has no `preexec_fn`, and
-`preexec_fn` is documented as unsafe in a process with threads (the gateway has worker threads),
-while a watchdog process is one more thing that can itself be killed. The signal is tied to the
-*thread* that forked the child; asyncio forks on the event-loop thread, which lives as long as the
-pool that stops these children, so it never fires early.
+it is started under a small supervisor, `coffer.gateway.reaper`, which the kernel tells when the
+gateway dies (PR_SET_PDEATHSIG) and which is the subreaper of the server's whole tree, so escapees
+that call `setsid` end too. Why a separate program: `anyio.open_process` has no `preexec_fn`, and
+`preexec_fn` is documented as unsafe in a process with threads (the gateway has worker threads). The
+parent-death signal is tied to the *thread* that forked the child; asyncio forks on the event-loop
+thread, which lives as long as the pool that stops these children, so it never fires early.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ import anyio.abc
 import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
+
+from coffer.gateway.reaper import ARGV_ENV as REAPER_ARGV_ENV
 
 TAIL_BYTES = 8192
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSON-RPC frame; a bigger unterminated one marks the upstream broken
@@ -145,97 +147,16 @@ def _parse(line: bytes | bytearray) -> SessionMessage | None:
         return None
 
 
-# The supervisor every stdio upstream runs under on Linux: `python -I -S -c _SHIM GATEWAY_PID`, with the
-# server's argv in COFFER_SHIM_ARGV (not on its own command line, so process listings show the server once).
-# It is the child subreaper of the server's whole tree (a worker that escapes with setsid is reparented
-# to it, not to init), it gets SIGTERM from the kernel when the gateway dies (PR_SET_PDEATHSIG, so even
-# `kill -9` of the gateway reaches it), and whenever it is told to stop or the server exits it ends every
-# process left in the tree (SIGTERM, then SIGKILL after 1 s) and exits with the server's status.
-_SHIM = """\
-import ctypes, json, os, signal, sys, time
-libc = ctypes.CDLL(None)
-argv = json.loads(os.environ.pop("COFFER_SHIM_ARGV"))
-libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-if os.getppid() != int(sys.argv[1]):
-    os._exit(1)  # the gateway died before the prctl took effect
-me = os.getpid()
-status = [0]
-
-def tree():
-    kids = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            kids.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [me]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-def reap():
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-def end_tree(*_):
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in tree():
-            try:
-                os.kill(pid, sig)
-            except OSError:
-                pass
-        deadline = time.monotonic() + (1.0 if sig == signal.SIGTERM else 0.5)
-        while tree() and time.monotonic() < deadline:
-            reap()
-            time.sleep(0.02)
-        if not tree():
-            break
-    reap()
-    os._exit(status[0])
-
-child = os.fork()
-if child == 0:
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # the server dies with its supervisor, whatever ends that
-    for name in ("SIGPIPE", "SIGXFSZ"):  # ignored by Python at startup; exec would keep them ignored
-        signal.signal(getattr(signal, name), signal.SIG_DFL)
-    try:
-        os.execv(argv[0], argv)
-    except OSError as exc:
-        os.write(2, ("coffer: cannot run %s: %s\\n" % (argv[0], exc.strerror)).encode())
-        os._exit(127)
-signal.signal(signal.SIGTERM, end_tree)
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-null = os.open(os.devnull, os.O_RDWR)
-os.dup2(null, 0)  # only the server holds the pipes: its exit is the gateway's EOF
-os.dup2(null, 1)
-while True:
-    try:
-        pid, raw = os.waitpid(-1, 0)
-    except ChildProcessError:
-        end_tree()
-    if pid == child:
-        code = os.waitstatus_to_exitcode(raw)
-        status[0] = code if code >= 0 else 128 - code
-        end_tree()
-"""
+# The supervisor every stdio upstream runs under on Linux (a subreaper of the server's tree, told by the
+# kernel when the gateway dies): coffer/gateway/reaper.py, run by path with the standard library only.
+REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 
 
 def _dies_with_us(argv: list[str], cwd: str | None, env: dict[str, str]) -> list[str]:
-    """`argv` behind the supervisor shim on Linux (its argv goes into `env`); as it is elsewhere.
+    """`argv` behind the supervisor (coffer.gateway.reaper) on Linux (its argv goes into `env`); as it is elsewhere.
 
     Raises FileNotFoundError or PermissionError, as spawning the program directly would, since
-    the shim itself always starts.
+    the supervisor itself always starts.
     """
     if sys.platform != "linux" or not sys.executable:
         return argv
@@ -243,8 +164,8 @@ def _dies_with_us(argv: list[str], cwd: str | None, env: dict[str, str]) -> list
     mode = os.stat(program).st_mode  # FileNotFoundError, as Popen would raise
     if stat.S_ISDIR(mode) or not os.access(program, os.X_OK):
         raise PermissionError(13, "Permission denied", program)
-    env["COFFER_SHIM_ARGV"] = json.dumps([program, *argv[1:]])
-    return [sys.executable, "-I", "-S", "-c", _SHIM, str(os.getpid())]
+    env[REAPER_ARGV_ENV] = json.dumps([program, *argv[1:]])
+    return [sys.executable, "-I", "-S", REAPER, str(os.getpid())]
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -100,20 +100,20 @@ async def test_permanent_failures_are_not_retried(monkeypatch: pytest.MonkeyPatc
         assert not pool.pids  # the secret-less server was never spawned
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death shim is Linux-only")
+@pytest.mark.skipif(sys.platform != "linux", reason="the supervisor (coffer.gateway.reaper) is Linux-only")
 async def test_stdio_children_start_with_default_signal_dispositions() -> None:
-    """The supervisor shim is Python, which ignores SIGPIPE; the program it starts must not inherit that."""
+    """The supervisor is Python, which ignores SIGPIPE; the program it starts must not inherit that."""
     pids: set[int] = set()
     async with stdio_pipe(["/bin/sleep", "30"], child_env({}), None, StreamStats(), lambda: None, pids):
-        (shim,) = pids
+        (supervisor,) = pids
         server: list[int] = []
         with anyio.fail_after(10):
-            while not server:  # the shim's child, once it has exec'd the program
-                server = [p for p in descendants(shim) if _exe(p).endswith("sleep")]
+            while not server:  # the supervisor's child, once it has exec'd the program
+                server = [p for p in descendants(supervisor) if _exe(p).endswith("sleep")]
                 await anyio.sleep(0.01)
         status = dict(line.split(":\t", 1) for line in Path(f"/proc/{server[0]}/status").read_text().splitlines())
         assert not int(status["SigIgn"], 16) & (1 << (signal.SIGPIPE - 1))
-    for pid in (shim, server[0]):
+    for pid in (supervisor, server[0]):
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
 
 
