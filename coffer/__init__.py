@@ -9,8 +9,8 @@ The parts, one package each, bottom to top; a part imports only the parts below 
     trust/  ranking/  log/  approval, pins, curation, secrets, redaction | BM25 + embeddings | the invocation log
     memory/                 notes and indexed resources behind coffer__ask
     gateway/                `coffer serve`: server -> routes -> view/relay -> pool -> upstream -> transport
-    manage/                 use cases across parts: add/remove, probe, refresh, doctor, vault search, demo
-    clients/                agents' config files: import and install
+    clients/                agents' config files: read, plan and write (import plans, install, move)
+    manage/                 use cases across parts: add/import/remove, probe, refresh, doctor, vault search, demo
     cli/                    Typer commands: parse, call one part, render
 
 Where a new feature goes: a new file format or location, vault; a rule about what an agent may see,

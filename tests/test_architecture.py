@@ -21,9 +21,9 @@ LAYER = {
     "coffer.log": 2,
     "coffer.memory": 3,
     "coffer.gateway": 4,
-    "coffer.manage": 5,
-    "coffer.examples": 5,
-    "coffer.clients": 6,
+    "coffer.clients": 5,
+    "coffer.manage": 6,
+    "coffer.examples": 6,
     "coffer.cli": 7,
     "coffer.__main__": 8,
 }

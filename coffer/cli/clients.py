@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -48,18 +48,12 @@ def import_(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy a client's MCP servers into the vault (every scope; the same launch once; names made valid)."""
-    from coffer.clients import importer, mover
+    from coffer.manage import servers
 
-    plan = importer.plan_import(client, path, scope)
-    changes = mover.plan_move(plan) if move and dry_run else []
-    probed: list[Any] = []
-    if not dry_run:
-        importer.apply_import(plan)
-        added = [i.config for i in plan.items if i.action == "added" and i.config is not None and i.config.enabled]
-        if added and not no_probe:
-            probed = _probe(added)
-        if move:
-            changes = mover.apply_move(mover.plan_move(plan))
+    done = servers.import_client(
+        client, path, scope, move=move, probe=not no_probe, dry_run=dry_run, progress=render.progress
+    )
+    plan, probed, changes = done.plan, done.probed, done.moved
     if as_json:
         out = {"version": render.JSON_VERSION, **plan.to_dict()}
         out["probed"] = [{"name": r.name, "status": r.status, "tools": r.tools, "error": r.error} for r in probed]
@@ -103,14 +97,6 @@ def import_(
             f"next: `coffer import {plan.client}{where} --move` takes them out of {owner} and points it at Coffer "
             f"(backed up), or `coffer install {plan.client}{where}` and remove them by hand"
         )
-
-
-def _probe(configs: list[Any]) -> list[Any]:
-    """Start the new servers once, a few at a time, so the first tools/list after the import is complete."""
-    from coffer.manage import doctor
-
-    with render.progress(len(configs), "listing the imported servers") as advance:
-        return doctor.refresh(doctor.probe_configs(configs), None, lambda name, ok, summary: advance(name))
 
 
 @app.command()

@@ -76,7 +76,7 @@ def _show(report: object) -> None:
 
 
 def _details(r: object) -> str:
-    from coffer.manage.doctor import Refreshed
+    from coffer.manage.refresh import Refreshed
 
     assert isinstance(r, Refreshed)
     if r.error:
@@ -91,15 +91,15 @@ def refresh(
     as_json: JsonOpt = False,
 ) -> None:
     """Start servers once: rewrite their catalogue entries, pin their tools, re-index their text resources."""
-    from coffer.manage import doctor as doc
+    from coffer.manage import refresh as use
     from coffer.vault import paths
 
-    configs = doc.targets(servers)
+    configs = use.targets(servers)
     if not configs:
         render.say("no enabled servers to refresh")
         return
     with render.progress(len(configs), "refreshing") as advance:
-        results = doc.refresh(configs, jobs, lambda name, ok, summary: advance(name))
+        results = use.refresh(configs, jobs, lambda name, ok, summary: advance(name))
     failed = [r for r in results if r.status != "ok"]
     if as_json:
         rows = [r.__dict__ for r in results]

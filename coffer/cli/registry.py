@@ -9,7 +9,7 @@ import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
-from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError, UsageError
+from coffer.errors import CofferError, NotFoundError, UsageError
 from coffer.vault import catalogue, paths, registry
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
@@ -71,20 +71,16 @@ def add(
     ] = None,
 ) -> None:
     """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
-    import anyio
-
     from coffer.manage import servers
 
     if url and command:
         raise UsageError("give either a command (after --) or --url, not both")
-    if header and not url:
-        raise UsageError("--header only applies to --url servers")
-    if timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
-    if (oauth_client_id or oauth_client_secret) and not url:
-        raise UsageError("--oauth-client-id and --oauth-client-secret only apply to --url servers")
+    if (header or oauth_client_id or oauth_client_secret) and not url:
+        raise UsageError("--header, --oauth-client-id and --oauth-client-secret only apply to --url servers")
     if oauth_client_secret and not oauth_client_id:
         raise UsageError("--oauth-client-secret needs --oauth-client-id")
+    if timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
     cfg = registry.ServerConfig(
         name=registry.validate_name(name),
         command=command[0] if command else None,
@@ -98,78 +94,24 @@ def add(
         prefix=None if prefix is None else registry.validate_prefix(prefix),
         oauth=bool(oauth_client_id),
     )
-    servers.add_server(cfg)
-    if oauth_client_id:
-        from coffer.trust import oauth_store
+    client = (oauth_client_id, oauth_client_secret) if oauth_client_id else None
+    told = None if as_json else lambda c: render.say(f"added '{c.name}': {c.launch_line()}")
+    _render_added(servers.add(cfg, probe=not no_probe, oauth_client=client, on_registered=told), as_json)
 
-        oauth_store.preregister(name, oauth_client_id, oauth_client_secret, "http://127.0.0.1/callback")
-    if url and not cfg.oauth and not no_probe and not disabled:
-        from coffer.gateway import oauth
 
-        if anyio.run(oauth.challenge, url, _safe_headers(cfg)):
-            registry.set_oauth(name, True)
-            cfg.oauth = True
-    if cfg.oauth:
-        note = f"'{name}' authorises with OAuth: run `coffer auth {name}` to sign in"
-        if as_json:
-            render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "probe": None})
-        else:
-            render.say(f"added '{name}': {cfg.launch_line()}")
-            render.say(note)
-        return
-    if not as_json:
-        render.say(f"added '{name}': {cfg.launch_line()}")
-    probe: dict[str, Any] | None = None
-    failure: CofferError | None = None
-    if not (no_probe or disabled):
-        try:
-            probe = {"ok": True, "counts": _probe(cfg)}
-        except UpstreamError as exc:  # the registration stays: the user may fix the server, not the entry
-            failure = UpstreamError(
-                f"'{name}' is registered, but it could not list its tools: {exc} "
-                f"(`coffer doctor {name}` shows why; `coffer remove {name}` undoes the add)"
-            )
-            probe = {"ok": False, "error": str(exc)}
+def _render_added(added: Any, as_json: bool) -> None:
+    cfg, name = added.cfg, added.cfg.name
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "probe": probe})
-        if failure is not None:
-            raise typer.Exit(failure.exit_code)
-    elif probe is not None and probe["ok"]:
-        counts = probe["counts"]
-        summary = ", ".join(render.plural(counts[kind], kind.rstrip("s")) for kind in ("tools", "prompts", "resources"))
-        render.say(f"'{cfg.name}' serves {summary}")
-    if failure is not None:
-        raise failure
-
-
-def _safe_headers(cfg: registry.ServerConfig) -> dict[str, str]:
-    """The server's headers, expanded when they can be (an unset reference just leaves the header out)."""
-    from coffer.trust.expand import expand
-
-    out = {}
-    for key, value in cfg.headers.items():
-        try:
-            out[key] = expand(value, what=f"{cfg.name}: header {key}")
-        except CofferError:
-            continue
-    return out
-
-
-def _probe(cfg: registry.ServerConfig) -> dict[str, int]:
-    """List the new server's tools into the catalogue (bounded); raises UpstreamError when it cannot."""
-    from coffer.manage import servers
-    from coffer.manage.doctor import probe_and_record
-
-    counts = probe_and_record(cfg)
-    clashes = catalogue.name_clashes(registry.load(), catalogue.load_snapshot(), cfg.name)
-    if clashes:
-        servers.remove_server(cfg.name)  # with its catalogue entry and approval: as if never added
-        shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
-        raise ConflictError(
-            f"not added: '{cfg.name}' would expose names another server (or Coffer) already does: {shown}; "
-            "choose another --prefix"
-        )
-    return counts
+        render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "probe": added.probe})
+    elif cfg.oauth:
+        render.say(f"'{name}' authorises with OAuth: run `coffer auth {name}` to sign in")
+    elif added.counts is not None:
+        kinds = ("tools", "prompts", "resources")
+        render.say(f"'{name}' serves " + ", ".join(render.plural(added.counts[k], k.rstrip("s")) for k in kinds))
+    if added.failure is not None:
+        if as_json:
+            raise typer.Exit(added.failure.exit_code)
+        raise added.failure
 
 
 @app.command()

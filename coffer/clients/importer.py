@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from coffer.clients import common, known
-from coffer.errors import ConflictError, NotFoundError
-from coffer.manage import servers
+from coffer.errors import NotFoundError
 from coffer.vault import registry
 
 
@@ -149,26 +148,3 @@ def _plan_one(
         return ImportItem(source_name, name, "skip", f"'{name}' is already in the vault", notes, source=source)
     converted.config.name = name
     return ImportItem(source_name, name, "add", None, notes, converted.config, source)
-
-
-def apply_import(plan: ImportPlan) -> ImportPlan:
-    """Add the planned servers in one atomic write; one added meanwhile by another process becomes a
-    skip, not a failure (the write is retried without it)."""
-    todo = [i for i in plan.items if i.action == "add" and i.config is not None]
-    while todo:
-        try:
-            servers.add_servers([i.config for i in todo])  # type: ignore[misc]
-        except ConflictError:
-            taken = set(registry.load().servers)
-            gone = [i for i in todo if i.name in taken]
-            if not gone:
-                raise
-            for item in gone:
-                item.action, item.reason = "skip", f"'{item.name}' is already in the vault"
-            todo = [i for i in todo if i not in gone]
-            continue
-        for item in todo:
-            item.action, item.in_vault = "added", True
-        break
-    plan.applied = True
-    return plan

@@ -17,13 +17,13 @@ from coffer.errors import CofferError, NotFoundError, UpstreamError, UsageError
 from coffer.gateway import oauth
 from coffer.gateway.pool import Pool
 from coffer.gateway.upstream import UpstreamUnavailable
-from coffer.manage import doctor
+from coffer.manage import refresh
 from coffer.trust import curation, oauth_store
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry
 
 
-def authorise(name: str, headless: bool = False) -> doctor.Refreshed:
+def authorise(name: str, headless: bool = False) -> refresh.Refreshed:
     """Run the authorization flow for `name` (marking it as an OAuth server), then list it.
 
     Raises UsageError for a command server, UpstreamError when the flow or the listing fails.
@@ -36,7 +36,7 @@ def authorise(name: str, headless: bool = False) -> doctor.Refreshed:
         cfg = dataclasses.replace(cfg, oauth=True)
     waited = dataclasses.replace(cfg, timeout=max(cfg.timeout, oauth.PERSON_WAIT_S if not headless else 60.0))
     with oauth.person(headless):
-        (result,) = doctor.refresh([waited])
+        (result,) = refresh.refresh([waited])
     if result.status != "ok":
         error = str(result.error)
         raise UpstreamError(error if "authorisation failed" in error else f"{name}: authorisation failed: {error}")

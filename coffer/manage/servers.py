@@ -1,18 +1,33 @@
-"""Adding and removing a server touches several parts; these are the only ways the CLI and import do it.
+"""Adding, importing and removing servers touch several parts; these are the only ways the CLI (and the
+console) do it.
 
-Adding writes the registry entry and approves its launch config (the user chose it); removing forgets
-the approval and pins first, then the entry, then the catalogue entry and the indexed resources.
+Adding writes the registry entry and approves its launch config (the user chose it), then starts the
+server once to list it (`add`, `import_client`); removing forgets the approval and pins first, then
+the entry, then the catalogue entry and the indexed resources.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from coffer.errors import NotFoundError
+import anyio
+
+from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError
+from coffer.manage.probe import probe_configs
+from coffer.manage.refresh import Refreshed, probe_and_record, refresh
 from coffer.memory import store as memory
 from coffer.trust import oauth_store
 from coffer.trust.pinning import Pins, approve_server_config
 from coffer.vault import catalogue, registry
+
+if TYPE_CHECKING:
+    from coffer.clients.importer import ImportPlan
+    from coffer.clients.mover import FileChange
 
 
 def add_server(cfg: registry.ServerConfig, path: Path | None = None, replace: bool = False) -> None:
@@ -64,3 +79,168 @@ def trust_states(reg: registry.Registry) -> dict[str, dict[str, object]]:
                 state = "needs sign-in"
             out[name] = {"state": state, "approval": approval, "held": sorted(held.get(name, [])), "auth": auth}
     return out
+
+
+# ---------------------------------------------------------------- coffer add
+
+
+@dataclass
+class Added:
+    """What `coffer add` did: the entry written, whether it signs in with OAuth, and what its first
+    start listed (`counts`) or why it could not (`failure`: the registration stays)."""
+
+    cfg: registry.ServerConfig
+    counts: dict[str, int] | None = None
+    failure: ListingFailed | None = None
+
+    @property
+    def probe(self) -> dict[str, Any] | None:
+        """The probe as `--json` shows it: None when the server was not started."""
+        if self.failure is not None:
+            return {"ok": False, "error": self.failure.cause}
+        return None if self.counts is None else {"ok": True, "counts": self.counts}
+
+
+def add(
+    cfg: registry.ServerConfig,
+    *,
+    probe: bool = True,
+    oauth_client: tuple[str, str | None] | None = None,
+    on_registered: Callable[[registry.ServerConfig], None] | None = None,
+) -> Added:
+    """Register `cfg`, approve it, then start it once (unless `probe` is false or it is disabled).
+
+    A `--url` server that answers with a Bearer challenge is marked `oauth` and not started (it needs
+    `coffer auth` first); `oauth_client` is a client the user registered with its authorization server.
+    Raises ConflictError (and removes the entry again, as if never added) when the names it serves
+    clash with another server's; a server that starts but cannot list is reported in `Added.failure`.
+    `on_registered` is told once the entry is written, before the (up to 15 s) first start.
+    """
+    add_server(cfg)
+    if oauth_client is not None:
+        oauth_store.preregister(cfg.name, oauth_client[0], oauth_client[1], "http://127.0.0.1/callback")
+    if cfg.url and not cfg.oauth and probe and cfg.enabled:
+        from coffer.gateway import oauth
+
+        if anyio.run(oauth.challenge, cfg.url, _expandable_headers(cfg)):
+            registry.set_oauth(cfg.name, True)
+            cfg.oauth = True
+    if on_registered is not None:
+        on_registered(cfg)
+    if cfg.oauth or not probe or not cfg.enabled:
+        return Added(cfg)
+    try:
+        counts = probe_and_record(cfg)
+    except UpstreamError as exc:  # the registration stays: the user may fix the server, not the entry
+        return Added(cfg, failure=_could_not_list(cfg.name, exc))
+    clashes = catalogue.name_clashes(registry.load(), catalogue.load_snapshot(), cfg.name)
+    if clashes:
+        remove_server(cfg.name)  # with its catalogue entry and approval: as if never added
+        shown = ", ".join(clashes[:5]) + (f" and {len(clashes) - 5} more" if len(clashes) > 5 else "")
+        raise ConflictError(
+            f"not added: '{cfg.name}' would expose names another server (or Coffer) already does: {shown}; "
+            "choose another --prefix"
+        )
+    return Added(cfg, counts=counts)
+
+
+class ListingFailed(UpstreamError):
+    """Registered, but its first start listed nothing; `cause` is the upstream's own one-line reason."""
+
+    def __init__(self, message: str, cause: str) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+def _could_not_list(name: str, exc: UpstreamError) -> ListingFailed:
+    return ListingFailed(
+        f"'{name}' is registered, but it could not list its tools: {exc} "
+        f"(`coffer doctor {name}` shows why; `coffer remove {name}` undoes the add)",
+        str(exc),
+    )
+
+
+def _expandable_headers(cfg: registry.ServerConfig) -> dict[str, str]:
+    """The server's headers, expanded when they can be (an unset reference just leaves the header out)."""
+    from coffer.trust.expand import expand
+
+    out = {}
+    for key, value in cfg.headers.items():
+        try:
+            out[key] = expand(value, what=f"{cfg.name}: header {key}")
+        except CofferError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------- coffer import
+
+
+@dataclass
+class Imported:
+    """What `coffer import` did: the plan (added and skipped entries), the first start of each added
+    server, and the client files `--move` changed (or would change, on a dry run)."""
+
+    plan: ImportPlan
+    probed: list[Refreshed] = field(default_factory=list)
+    moved: list[FileChange] = field(default_factory=list)
+
+
+ProgressBar = Callable[[int, str], AbstractContextManager[Callable[[str], None]]]
+
+
+def import_client(
+    client: str,
+    path: Path | None = None,
+    scope: str | None = None,
+    *,
+    move: bool = False,
+    probe: bool = True,
+    dry_run: bool = False,
+    progress: ProgressBar | None = None,
+) -> Imported:
+    """Copy a client's servers into the vault, start the new ones once (so the first tools/list after
+    the import is complete), and with `move` take them out of the client and install Coffer there.
+
+    `progress(total, label)` is entered around the first starts and told each server as it finishes.
+    Raises NotFoundError / UsageError for an unknown client, file or scope, before anything is written.
+    """
+    from coffer.clients import importer, mover
+
+    plan = importer.plan_import(client, path, scope)
+    if dry_run:
+        return Imported(plan, moved=mover.plan_move(plan) if move else [])
+    apply_import(plan)
+    done = Imported(plan)
+    added = [i.config for i in plan.items if i.action == "added" and i.config is not None and i.config.enabled]
+    if added and probe:
+        bar = progress(len(added), "listing the imported servers") if progress else contextlib.nullcontext(None)
+        with bar as advance:
+            tell = (lambda name, ok, summary: advance(name)) if advance is not None else None
+            done.probed = refresh(probe_configs(added), None, tell)
+    if move:
+        done.moved = mover.apply_move(mover.plan_move(plan))
+    return done
+
+
+def apply_import(plan: ImportPlan) -> ImportPlan:
+    """Add the planned servers in one atomic write; one added meanwhile by another process becomes a
+    skip, not a failure (the write is retried without it)."""
+    todo = [i for i in plan.items if i.action == "add" and i.config is not None]
+    while todo:
+        try:
+            add_servers([i.config for i in todo if i.config is not None])
+        except ConflictError:
+            taken = set(registry.load().servers)
+            gone = [i for i in todo if i.name in taken]
+            if not gone:
+                raise
+            for item in gone:
+                item.action, item.reason = "skip", f"'{item.name}' is already in the vault"
+            todo = [i for i in todo if i not in gone]
+            continue
+        for item in todo:
+            item.action, item.in_vault = "added", True
+        break
+    plan.applied = True
+    return plan

@@ -440,7 +440,13 @@ def test_install_through_symlink_and_crlf(cli: CliRunner, home: Path, tmp_path: 
     assert link.is_symlink()
     new = real.read_bytes().decode()
     assert single_insertion(text, new) and "\n" not in new.replace("\r\n", "")
-    assert json.loads(new)["mcpServers"]["coffer"]["args"] == ["serve"]
+    entry = json.loads(new)["mcpServers"]["coffer"]
+    assert [entry["command"], *entry["args"]] == list(_launch())  # whether or not `coffer` is on PATH
+
+
+def _launch() -> tuple[str, ...]:
+    command, args = installer.serve_launch()
+    return (command, *args)
 
 
 def test_install_refuses_a_file_changed_meanwhile(home: Path) -> None:
