@@ -51,7 +51,7 @@ def call(
 
     try:
         args = json.loads(arguments)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise UsageError(f"arguments are not JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(args, dict):
         raise UsageError('arguments must be a JSON object, e.g. \'{"path": "README.md"}\'')

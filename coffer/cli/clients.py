@@ -68,8 +68,9 @@ def import_(
     rows = []
     for item in plan.items:
         detail = item.config.launch_line(masked=True) if item.config is not None else item.reason or ""
-        origin = item.source.scope + (f" {item.source.project}" if item.source and item.source.project else "")
-        rows.append((item.name, labels[item.action], origin if item.source else "", "; ".join([detail, *item.notes])))
+        source = item.source
+        origin = "" if source is None else source.scope + (f" {source.project}" if source.project else "")
+        rows.append((item.name, labels[item.action], origin, "; ".join([detail, *item.notes])))
     title = str(plan.path) if path is not None else f"{plan.client}: {plan.path}"  # --path: only the file
     render.table(["server", "result", "from", "details"], rows, title=title)
     adds = plan.count("add", "added")

@@ -204,8 +204,8 @@ def show(
     snap = catalogue.load_snapshot()
     disabled = set(cfg.disabled_tools)
     state = servers.trust_states(reg)[name]
-    held = set(state["held"])  # type: ignore[arg-type]
-    tools = [
+    held = set(state["held"])
+    tools: list[dict[str, Any]] = [
         {
             "name": t.name,
             "tool": t.tool,

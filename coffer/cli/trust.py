@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -113,10 +113,10 @@ def diff(server: Annotated[str, typer.Argument(help="Server to compare.")], as_j
     config_diff = pinning.unified(
         pinning.pretty(old_cfg) if old_cfg else "", pinning.pretty(new_cfg), f"{server} launch config", "registry now"
     )
-    config = {"state": state, "approved": old_cfg, "current": new_cfg, "diff": config_diff}
+    config: dict[str, Any] = {"state": state, "approved": old_cfg, "current": new_cfg, "diff": config_diff}
     from coffer.trust.injection import scan
 
-    tools = [
+    tools: list[dict[str, Any]] = [
         {
             "tool": p.tool,
             "name": p.exposed,

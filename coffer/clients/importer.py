@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from coffer.clients import common, known
+from coffer.clients.mcpjson import McpServersJson
 from coffer.errors import NotFoundError
 from coffer.vault import registry
 
@@ -117,7 +118,8 @@ def _entries(client: known.Client, source: known.Source, primary: bool) -> list[
             raise common.ClientFileError(f"{source.path}: the file is empty")
         return []
     if source.where is not None:
-        return client.fmt.entries_at(text, source.path, source.where)  # type: ignore[attr-defined]
+        assert isinstance(client.fmt, McpServersJson), f"{client.name}: a scoped source needs a JSON format"
+        return client.fmt.entries_at(text, source.path, source.where)
     return client.fmt.entries(text, source.path)
 
 

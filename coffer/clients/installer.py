@@ -129,16 +129,16 @@ def plan_install(
 
 
 def _is_serve(raw: dict[str, Any]) -> bool:
-    args = raw.get("args") if isinstance(raw.get("args"), list) else []
+    args: list[Any] = raw["args"] if isinstance(raw.get("args"), list) else []
     return isinstance(raw.get("command"), str) and common.is_coffer_serve(raw["command"], [str(a) for a in args])
 
 
 def _launch_of(raw: Any) -> str:
     if isinstance(raw, dict) and isinstance(raw.get("command"), str):
-        args = raw.get("args") if isinstance(raw.get("args"), list) else []
+        args: list[Any] = raw["args"] if isinstance(raw.get("args"), list) else []
         return " ".join([raw["command"], *map(str, args)])
     if isinstance(raw, dict) and isinstance(raw.get("url"), str):
-        return raw["url"]
+        return str(raw["url"])
     return "something else"
 
 

@@ -74,7 +74,6 @@ class Client:
     label: str
     fmt: Format
     default: Callable[[], Path]
-    other_paths: str  # shown in help: the other files of the same format
     project_file: str | None = None  # relative to the current directory, e.g. ".mcp.json"
     local_scopes: bool = False  # Claude Code: projects["<dir>"].mcpServers inside the user file
 
@@ -128,7 +127,6 @@ CLIENTS: dict[str, Client] = {
             "Claude Code",
             McpServersJson(typed=True),
             lambda: Path.home() / ".claude.json",
-            "a project's .mcp.json",
             project_file=".mcp.json",
             local_scopes=True,
         ),
@@ -137,17 +135,15 @@ CLIENTS: dict[str, Client] = {
             "Claude Desktop",
             McpServersJson(),
             lambda: _app_config("Claude", "claude_desktop_config.json"),
-            "",
         ),
-        Client("cursor", "Cursor", McpServersJson(), lambda: Path.home() / ".cursor" / "mcp.json", ".cursor/mcp.json"),
-        Client("vscode", "VS Code", VsCodeJson(), lambda: _app_config("Code", "User", "mcp.json"), ".vscode/mcp.json"),
-        Client("codex", "Codex", CodexToml(), _codex, ""),
+        Client("cursor", "Cursor", McpServersJson(), lambda: Path.home() / ".cursor" / "mcp.json"),
+        Client("vscode", "VS Code", VsCodeJson(), lambda: _app_config("Code", "User", "mcp.json")),
+        Client("codex", "Codex", CodexToml(), _codex),
         Client(
             "gemini",
             "Gemini CLI",
             AliasedJson(url_keys=("httpUrl",), plain_url_is_sse=True, dollar_refs=True),
             lambda: Path.home() / ".gemini" / "settings.json",
-            "a project's .gemini/settings.json",
             project_file=".gemini/settings.json",
         ),
         Client(
@@ -155,21 +151,18 @@ CLIENTS: dict[str, Client] = {
             "Windsurf",
             AliasedJson(url_keys=("serverUrl",)),
             lambda: Path.home() / ".codeium" / "windsurf" / "mcp_config.json",
-            "",
         ),
         Client(
             "cline",
             "Cline",
             AliasedJson(),
             lambda: _app_config("Code", "User", "globalStorage", "saoudrizwan.claude-dev", "settings", CLINE_FILE),
-            "",
         ),
         Client(
             "amazon-q",
             "Amazon Q Developer",
             AliasedJson(),
             lambda: Path.home() / ".aws" / "amazonq" / "mcp.json",
-            "a workspace's .amazonq/mcp.json",
             project_file=".amazonq/mcp.json",
         ),
         Client(
@@ -177,21 +170,19 @@ CLIENTS: dict[str, Client] = {
             "Kiro",
             AliasedJson(),
             lambda: Path.home() / ".kiro" / "settings" / "mcp.json",
-            "a workspace's .kiro/settings/mcp.json",
             project_file=".kiro/settings/mcp.json",
         ),
-        Client("zed", "Zed", ZedJson(), _zed, "a project's .zed/settings.json", project_file=".zed/settings.json"),
+        Client("zed", "Zed", ZedJson(), _zed, project_file=".zed/settings.json"),
         Client(
             "opencode",
             "opencode",
             OpenCodeJson(),
             lambda: _xdg_config("opencode", "opencode.json"),
-            "a project's opencode.json",
             project_file="opencode.json",
         ),
-        Client("json", "an mcpServers JSON file", McpServersJson(), _needs_path, "any file shaped like Claude's"),
-        Client("goose", "goose", GooseYaml(), lambda: _xdg_config("goose", "config.yaml"), ""),
-        Client("continue", "Continue", ContinueYaml(), lambda: Path.home() / ".continue" / "config.yaml", ""),
+        Client("json", "an mcpServers JSON file", McpServersJson(), _needs_path),
+        Client("goose", "goose", GooseYaml(), lambda: _xdg_config("goose", "config.yaml")),
+        Client("continue", "Continue", ContinueYaml(), lambda: Path.home() / ".continue" / "config.yaml"),
     )
 }
 

@@ -124,9 +124,9 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
             target = request.split(b" ", 2)[1].decode("latin-1") if request.count(b" ") >= 2 else "/"
             parts = urlsplit(target)
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-            if parts.path == CALLBACK_PATH and not results:
+            if parts.path == CALLBACK_PATH and "code" in query and not results:
                 results.append(
-                    AuthorizationCodeResult(code=query.get("code"), state=query.get("state"), iss=query.get("iss"))
+                    AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
                 )
                 arrived.set()
             body = b"Coffer: authorised. You can close this window." if "code" in query else b"Coffer: no code."

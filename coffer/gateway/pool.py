@@ -8,7 +8,7 @@ for jumps the queue, and a start that hangs gives its slot back after `SLOT_HOLD
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any
 
 import anyio
@@ -66,7 +66,7 @@ class Pool:
         self._tg.cancel_scope.cancel()
         return await self._tg.__aexit__(*exc_info)
 
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
         assert self._tg is not None, "the pool is not running"
         self._tg.start_soon(fn, *args)
 

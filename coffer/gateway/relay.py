@@ -37,10 +37,19 @@ from coffer.trust.redact import scrub, scrub_obj
 
 log = logging.getLogger("coffer.relay")
 
-LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LEVELS: tuple[types.LoggingLevel, ...] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
 # Until a host sends logging/setLevel it hears upstream messages at "info" and above: servers such as
 # desktop-commander send debug lines on every call, which no host asked for.
-DEFAULT_LOG_LEVEL = "info"
+DEFAULT_LOG_LEVEL: types.LoggingLevel = "info"
 
 
 @dataclass(eq=False)
@@ -87,7 +96,7 @@ class Relay:
         self._known = anyio.Event()
         self._deadline: float | None = None
         self._caps: types.ClientCapabilities | None = None  # what the first host can take
-        self._levels: dict[int, str] = {}  # host connection -> the level it set with logging/setLevel
+        self._levels: dict[int, types.LoggingLevel] = {}  # host connection -> the level it set with logging/setLevel
         self._subscribers: dict[str, list[Any]] = {}  # resource URI -> host sessions subscribed to it
 
     # ------------------------------------------------------------------ hosts and calls
@@ -120,12 +129,12 @@ class Relay:
 
     # ------------------------------------------------------------------ log levels and subscriptions
 
-    def set_level(self, session: Any, level: str) -> str:
+    def set_level(self, session: Any, level: types.LoggingLevel) -> types.LoggingLevel:
         """Record a host's logging/setLevel; returns the level upstreams should use (the most verbose asked)."""
         self._levels[id(_connection(session))] = level
         return self.upstream_level() or level
 
-    def upstream_level(self) -> str | None:
+    def upstream_level(self) -> types.LoggingLevel | None:
         """What upstreams are told: the lowest level any host set; None before any host set one."""
         if not self._levels:
             return None

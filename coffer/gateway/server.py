@@ -42,6 +42,7 @@ from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.trust.redact import scrub
 from coffer.vault import catalogue, registry
+from coffer.vault.registry import Registry
 
 log = logging.getLogger("coffer.gateway")
 
@@ -106,10 +107,10 @@ class Gateway:
                 yield self
 
     @property
-    def registry(self) -> registry.Registry:
+    def registry(self) -> Registry:
         return self.view.registry
 
-    def current_registry(self) -> registry.Registry:
+    def current_registry(self) -> Registry:
         """The registry as served now (re-read when the file changed; see `View.current_registry`)."""
         return self.view.current_registry()
 
@@ -153,7 +154,7 @@ class Gateway:
         meta = {"told": sorted(up.told), "capabilities": self.view.server_caps.get(up.name, {})}
         async with self._snapshot_lock:
             try:
-                await anyio.to_thread.run_sync(lambda: catalogue.save_server(up.name, meta=meta, **lists))
+                await anyio.to_thread.run_sync(lambda: catalogue.save_server(up.name, lists, meta=meta))
             except (CofferError, OSError) as exc:
                 log.warning("could not write the catalogue snapshot for %s: %s", up.name, exc)
         await self._announce(changed)
@@ -165,12 +166,12 @@ class Gateway:
         pool marks it ready (so no call reaches it first). A level set meanwhile is applied too."""
         logging_ok = "logging" in up.capabilities
         subscribe_ok = bool((up.capabilities.get("resources") or {}).get("subscribe"))
-        applied: str | None = None
+        applied: types.LoggingLevel | None = None
         with contextlib.suppress(CofferError, MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             for uri in self.relay.subscribed() if subscribe_ok else []:
                 if self.view.resource_owner(uri) == up.name:
-                    request = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
-                    await outbound.send(session, request, timeout=min(up.cfg.timeout, 10.0))
+                    subscribe = types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri))
+                    await outbound.send(session, subscribe, timeout=min(up.cfg.timeout, 10.0))
             while logging_ok and (level := self.relay.upstream_level()) not in (None, applied):  # last: nothing
                 request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # awaits after it
                 await outbound.send(session, request, timeout=min(up.cfg.timeout, 10.0))
@@ -180,7 +181,7 @@ class Gateway:
         """Remember the host's level (messages below it are not forwarded) and pass it to every upstream
         that declared logging, so they need not produce what nobody will read."""
         level = self.relay.set_level(ctx.session, params.level)
-        request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))  # type: ignore[arg-type]
+        request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
         for name, up in list(self.pool.upstreams.items()):
             if up.session is not None and "logging" in self.view.server_caps.get(name, {}):
                 with contextlib.suppress(CofferError, MCPError):

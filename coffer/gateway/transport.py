@@ -39,7 +39,6 @@ from coffer.gateway.reaper import ARGV_ENV as REAPER_ARGV_ENV
 TAIL_BYTES = 8192
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSON-RPC frame; a bigger unterminated one marks the upstream broken
 WRITE_CHUNK = 1024 * 1024
-CHUNK = 65536
 STDIN_GRACE_S = 1.0  # after stdin closes, before SIGTERM to the group
 TERM_GRACE_S = 1.0  # after SIGTERM, before SIGKILL; the whole stop stays well under the 5 s budget
 KILL_REAP_S = 1.0
@@ -268,7 +267,7 @@ async def stdio_pipe(
                 async for message in write_recv:
                     # bytes straight from pydantic, the newline sent on its own: no str copy, no re-encoding
                     for piece in pieces(wire_bytes(message.message)):
-                        await process.stdin.send(piece)
+                        await process.stdin.send(piece)  # type: ignore[arg-type]  # anyio writes any buffer
                     await process.stdin.send(b"\n")
                     del piece, message  # not held while waiting for the next message
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):

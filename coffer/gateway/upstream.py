@@ -15,7 +15,7 @@ import errno
 import math
 import os
 import shutil
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from enum import StrEnum
 from typing import Any, Protocol
@@ -46,7 +46,7 @@ class Supervisor(Protocol):
     slot_hold: float
     pids: set[int]
 
-    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+    def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
 
     async def client_options(self, name: str) -> dict[str, Any]: ...
 
@@ -70,7 +70,7 @@ _LIST_REQUESTS: dict[str, Any] = {
 }
 _WIRE_KEY = dict(zip(KINDS, ("tools", "prompts", "resources", "resourceTemplates"), strict=True))
 _TOLD = (("sampling", "sampling_callback"), ("elicitation", "elicitation_callback"), ("roots", "list_roots_callback"))
-_CHANGED = {
+_CHANGED: dict[type[Any], str] = {
     types.ToolListChangedNotification: "tools",
     types.PromptListChangedNotification: "prompts",
     types.ResourceListChangedNotification: "resources",

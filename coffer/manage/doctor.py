@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from coffer.errors import RegistryError
 from coffer.manage.probe import Progress, probe_servers, summary
 from coffer.manage.refresh import NOT_APPROVED
 from coffer.trust import curation
@@ -106,7 +107,7 @@ def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagn
     reg = registry.load()
     try:
         snapshot = catalogue.load_snapshot()
-    except registry.RegistryError:
+    except RegistryError:
         snapshot = None
     enabled = reg.enabled_servers()
     with Pins.open(new_tools="allow") as pins:  # read only: doctor observes nothing

@@ -65,7 +65,7 @@ def record_listing(
     from coffer.memory import store as memory
 
     meta = None if capabilities is None else {"told": [], "capabilities": capabilities}  # probes relay nothing
-    catalogue.save_server(name, meta=meta, **listing)
+    catalogue.save_server(name, listing, meta=meta)
     held = pins.observe(name, catalogue.build_tools(name, listing.get("tools") or [], prefix))
     indexed = None if resources is None else memory.index_resources(name, resources)
     return held, indexed

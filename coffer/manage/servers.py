@@ -61,10 +61,10 @@ def remove_server(name: str, path: Path | None = None) -> None:
     memory.index_resources(name, [])
 
 
-def trust_states(reg: registry.Registry) -> dict[str, dict[str, object]]:
+def trust_states(reg: registry.Registry) -> dict[str, dict[str, Any]]:
     """Per server: its launch approval (approved, new or changed) and the tools held for review, for
     `coffer list` and `coffer show`, so a server that will not start does not look like one that will."""
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, dict[str, Any]] = {}
     with Pins.open(new_tools="allow") as pins:  # read only: the setting matters when observing
         held: dict[str, list[str]] = {}
         for pin in pins.held():

@@ -204,7 +204,7 @@ def remove_note(note_id: str) -> str:
             raise UsageError(f"'{note_id}' matches {len(ids)} notes; give more of the id")
         db.execute("DELETE FROM memory_passages WHERE note_id = ?", [ids[0]])
         db.execute("DELETE FROM memory_notes WHERE id = ?", [ids[0]])
-    return ids[0]
+    return str(ids[0])
 
 
 # ------------------------------------------------------------------ knowledge from upstreams

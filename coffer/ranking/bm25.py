@@ -9,7 +9,6 @@ vectorised adds: well under a millisecond at 10,000 tools.
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,21 +18,11 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def idf(df: int, n_docs: int) -> float:
-    """Lucene idf: `log(1 + (N - df + 0.5) / (df + 0.5))`, never negative."""
-    return math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-
-
 def length_norm(length: int, avg_length: float, b: float) -> float:
     """The BM25 length factor `1 - b + b * len / avg` (1.0 for an empty field set)."""
     if avg_length <= 0:
         return 1.0
     return 1.0 - b + b * length / avg_length
-
-
-def saturate(tf: float, k1: float) -> float:
-    """BM25 term-frequency saturation `tf * (k1 + 1) / (tf + k1)`."""
-    return tf * (k1 + 1.0) / (tf + k1)
 
 
 @dataclass(frozen=True)
@@ -96,7 +85,7 @@ class BM25Index:
         pair_terms = pairs // max(n, 1)
         df = np.bincount(pair_terms, minlength=len(vocab))
         k1 = self.params.k1
-        idfs = np.log1p((n - df + 0.5) / (df + 0.5))  # = idf(df, n), vectorised
+        idfs = np.log1p((n - df + 0.5) / (df + 0.5))  # Lucene idf, never negative: log(1 + (N - df + 0.5) / (df + 0.5))
         self._docs = (pairs % max(n, 1)).astype(np.int32)
         self._impacts = (idfs[pair_terms] * tf * (k1 + 1.0) / (tf + k1)).astype(np.float32)
         bounds = np.searchsorted(pair_terms, np.arange(len(vocab) + 1))
@@ -137,10 +126,6 @@ class BM25Index:
         index._docs, index._impacts = docs, impacts
         index._spans = {t: (bounds[i], bounds[i + 1]) for i, t in enumerate(terms)}
         return index
-
-    @property
-    def vocabulary_size(self) -> int:
-        return len(self._spans)
 
     def scores(self, query_terms: Sequence[str], weights: dict[str, float] | None = None) -> np.ndarray:
         """Score of every doc for the query (0.0 where no query term occurs); repeats count once, and

@@ -30,11 +30,16 @@ class Doc:
 class ToolLike(Protocol):
     """The parts of `coffer.vault.catalogue.CatalogueTool` the ranker reads."""
 
-    name: str
-    server: str
-    tool: str
-    description: str
-    input_schema: dict[str, Any]
+    @property
+    def name(self) -> str: ...
+    @property
+    def server(self) -> str: ...
+    @property
+    def tool(self) -> str: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def input_schema(self) -> dict[str, Any]: ...
 
 
 def schema_text(schema: Any) -> str:

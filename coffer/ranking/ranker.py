@@ -7,13 +7,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from coffer.errors import UsageError
 from coffer.ranking.bm25 import BM25Index, BM25Params
 from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
 from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
-from coffer.ranking.embed import ModelUnavailable
+from coffer.ranking.embed import EmbeddingModel, ModelUnavailable
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
 from coffer.ranking.implied import implied_queries
 from coffer.ranking.languages import translate
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
     from coffer.ranking.embed import Embedder
 
-Mode = Literal["hybrid", "bm25", "semantic"]
 MODES: tuple[str, ...] = ("hybrid", "bm25", "semantic")
 # Weight of a doc's best single sentence against its whole-text vector in the semantic score.
 CHUNK_WEIGHT = 0.5
@@ -259,7 +258,7 @@ class Ranker:
         try:  # the weights load first; the tokenizer when a text first needs it (either may fail)
             model = self._model or get_model()
             vectors = cached_vectors(model, texts, cache_dir)
-            if cache_dir is not None and hasattr(model, "learn_pieces"):
+            if cache_dir is not None and isinstance(model, EmbeddingModel):
                 model.learn_pieces(texts, cache_dir)  # a restart's queries need no tokenizer (coffer.ranking.pieces)
                 self._load_query_pieces(model.pieces, model.model_id)
         except ModelUnavailable as exc:

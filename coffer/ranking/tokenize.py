@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable
 from itertools import pairwise
 from pathlib import Path
 
@@ -244,7 +243,3 @@ _ABBREV_RE = re.compile(r"\b(" + "|".join(sorted(ABBREVIATIONS, key=len, reverse
 def expand_abbreviations(text: str) -> str:
     """`text` with short forms spelled out ("open a PR" -> "open a pull request"), for the embedder."""
     return _ABBREV_RE.sub(lambda m: " ".join(ABBREVIATIONS[m.group(0).lower()]), text)
-
-
-def tokenize_all(texts: Iterable[str]) -> list[list[str]]:
-    return [tokenize(t) for t in texts]

@@ -7,14 +7,13 @@ so it is masked wherever Coffer writes text.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 from collections.abc import Mapping
 
-from coffer.errors import CofferError, SecretError
+from coffer.errors import SecretError
 from coffer.trust import secrets
-from coffer.trust.redact import register, registered
+from coffer.trust.redact import registered
 from coffer.vault.masking import REF_RE
 from coffer.vault.registry import ENV_KEY_RE, ServerConfig
 
@@ -45,12 +44,3 @@ def resolved_env(cfg: ServerConfig, environ: Mapping[str, str] | None = None) ->
 
 def resolved_headers(cfg: ServerConfig, environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return registered({k: expand(v, environ, f"{cfg.name}: header {k}") for k, v in cfg.headers.items()})
-
-
-def register_config(cfg: ServerConfig) -> None:
-    """Register a server's literal env/header values and, where they resolve, their expansions."""
-    literal = [*cfg.env.values(), *cfg.headers.values()]
-    register(*(v for v in literal if not REF_RE.fullmatch(v.strip())))
-    for value in literal:
-        with contextlib.suppress(CofferError):  # an unset reference has no value to leak
-            register(expand(value))

@@ -22,11 +22,10 @@ def _name(server: str, what: str) -> str:
 
 def _get(name: str) -> dict[str, Any] | None:
     try:
-        return json.loads(secrets.resolve(name))
-    except SecretError:
+        value = json.loads(secrets.resolve(name))
+    except (SecretError, ValueError):
         return None
-    except ValueError:
-        return None
+    return value if isinstance(value, dict) else None
 
 
 class OAuthStore:

@@ -12,7 +12,7 @@ import base64
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
@@ -79,10 +79,6 @@ def scrub_obj(data: Any) -> Any:
     if isinstance(data, list | tuple):
         return [scrub_obj(v) for v in data]
     return data
-
-
-def scrub_lines(lines: Iterable[str]) -> list[str]:
-    return [scrub(line) for line in lines]
 
 
 class RedactingFilter:

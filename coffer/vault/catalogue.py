@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -179,10 +179,16 @@ def load_snapshot(path: Path | None = None) -> Snapshot | None:
 
 
 def save_server(
-    server: str, path: Path | None = None, meta: dict[str, Any] | None = None, **lists: list[dict[str, Any]]
+    server: str,
+    listing: Mapping[str, list[dict[str, Any]]] | None = None,
+    *,
+    path: Path | None = None,
+    meta: dict[str, Any] | None = None,
+    **lists: list[dict[str, Any]],
 ) -> None:
-    """Record what `server` just served (any of tools/prompts/resources/resource_templates); `meta` may
-    carry `told` and `capabilities` (see `ServerEntry`)."""
+    """Record what `server` just served (any of tools/prompts/resources/resource_templates, in `listing`
+    or as keywords); `meta` may carry `told` and `capabilities` (see `ServerEntry`)."""
+    lists = {**(listing or {}), **lists}
     path = path or paths.snapshot_path()
     unknown = set(lists) - set(KINDS)
     if unknown:

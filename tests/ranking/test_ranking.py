@@ -15,7 +15,7 @@ import pytest
 
 from coffer.errors import UsageError
 from coffer.ranking import Doc, Ranker, cached_ranker, docs_from_tools, search_tools
-from coffer.ranking.bm25 import BM25Index, BM25Params, FieldSpec, idf
+from coffer.ranking.bm25 import BM25Index, BM25Params, FieldSpec
 from coffer.ranking.docs import ToolLike, schema_text
 from coffer.ranking.embed import ModelUnavailable, load_bundled_model
 from coffer.ranking.fuse import top_k
@@ -101,8 +101,11 @@ def test_the_compiled_and_pure_python_stemmers_agree() -> None:
 
 
 def test_idf_is_never_negative() -> None:
-    assert idf(10, 10) > 0
-    assert idf(1, 10) > idf(5, 10) > idf(10, 10)
+    """Lucene's idf: a term in every document still scores above zero, and rarer terms score higher."""
+    corpus = [["common", "rare"], ["common", "some"], ["common", "some"], ["common"]]
+    index = BM25Index([{"text": d} for d in corpus], BM25Params(k1=1.2, fields={"text": FieldSpec(1.0, 0.0)}))
+    assert min(index.scores(["common"]).tolist()) > 0
+    assert index.scores(["rare"])[0] > index.scores(["some"])[1] > index.scores(["common"])[1]
 
 
 def _textbook_bm25(corpus: list[list[str]], query: list[str], k1: float, b: float) -> list[float]:

@@ -210,21 +210,6 @@ def test_scrub_covers_values_and_their_encodings() -> None:
     assert redact.scrub_obj({"k": ["a tok/en+with=chars b"]}) == {"k": ["a **** b"]}
 
 
-def test_register_config_covers_literal_and_resolved(monkeypatch: pytest.MonkeyPatch, coffer_home: Path) -> None:
-    monkeypatch.setenv("FROM_ENV_TOKEN", "env-resolved-value")
-    secrets.set_secret("S", "secret-resolved-value")
-    redact.reset()
-    cfg = registry.ServerConfig(
-        name="x",
-        command="x",
-        env={"A": "literal-env-value", "B": "${FROM_ENV_TOKEN}", "C": "${secret:S}", "D": "${secret:UNSET}"},
-        headers={},
-    )
-    expand.register_config(cfg)  # an unset reference is skipped, not raised
-    out = redact.scrub("literal-env-value env-resolved-value secret-resolved-value")
-    assert out == "**** **** ****"
-
-
 def test_resolving_registers_for_every_output(capsys: pytest.CaptureFixture[str], coffer_home: Path) -> None:
     secrets.set_secret("T", CANARY)
     redact.reset()
