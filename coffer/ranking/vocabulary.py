@@ -215,13 +215,14 @@ def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     return found
 
 
-def rewrite(query: str) -> Rewrite:
+def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
     """The query's BM25 terms (mapped words added at `EXPANSION_WEIGHT`, the action at `ACTION_WEIGHT`)
-    and the embedder's text (short forms spelled out, mapped verbs appended)."""
+    and the embedder's text (short forms spelled out, mapped verbs appended). Without `vocabulary`
+    (the ablation's switch) no word is mapped: the terms are the query's own, the action its own verb."""
     words = split_words(query)
     terms = tokenize(query)
     weights: dict[str, float] = dict.fromkeys(terms, 1.0)
-    mapped = intents(words)
+    mapped = intents(words) if vocabulary else []
     extra: list[str] = []
     for word, targets in mapped:
         weight = SHELL_WEIGHT if word in SHELL_WORDS else EXPANSION_WEIGHT

@@ -1,0 +1,105 @@
+"""The passes over fused scores that turn them into the hits a Ranker returns.
+
+- `NameFit`: among the leading candidates, a tool whose whole name the query explains gains, one whose
+  name starts with an action of another family than the query's loses (coffer.ranking.vocabulary);
+- `merge_steps`: a request of several actions, ranked per action and merged turn by turn;
+- `place_implied`: the best tool for a need the query implies (coffer.ranking.implied) gets a place.
+Each pass can be switched off (coffer.ranking.rules) and is measured on every eval set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from coffer.ranking.docs import Doc
+from coffer.ranking.fuse import top_k
+from coffer.ranking.tokenize import tokenize
+from coffer.ranking.vocabulary import Rewrite, name_families
+
+if TYPE_CHECKING:
+    import numpy as np
+
+NAME_COVER_BONUS = 0.05
+NAME_COVER_CANDIDATES = 30
+# A leading candidate whose name starts with an action of another family than the query's loses this
+# much (vocabulary.VERB_FAMILIES); chosen between 0.06 and 0.1 on every set, see evals/README.md.
+OTHER_ACTION_PENALTY = 0.1
+# Where the best tool for an implied need goes when it is not already above that place (0-based).
+IMPLIED_SLOT = 2
+
+Scorer = Callable[[str], "np.ndarray"]
+
+
+class NameFit:
+    """The name bonus and the other-action penalty over one doc list; a name's terms and its leading
+    action's families are worked out on first use (only leading candidates ever need them)."""
+
+    def __init__(self, docs: Sequence[Doc], cover: bool = True, families: bool = True) -> None:
+        self.docs = docs
+        self.cover = cover
+        self.families = families
+        self._names: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
+
+    def __call__(self, scores: np.ndarray, rw: Rewrite) -> np.ndarray:
+        if not len(scores) or not (self.cover or self.families):
+            return scores
+        wanted = set(rw.terms)
+        out = scores.copy()
+        for i in top_k(scores, NAME_COVER_CANDIDATES):
+            fit = self._names.get(i)
+            if fit is None:
+                name = self.docs[i].name
+                fit = self._names[i] = (frozenset(tokenize(name)), name_families(name))
+            terms, verb_families = fit
+            if self.cover and terms and terms <= wanted:
+                out[i] += NAME_COVER_BONUS
+            if self.families and rw.families and verb_families and not verb_families & rw.families:
+                out[i] -= OTHER_ACTION_PENALTY
+        return out
+
+
+def merge_steps(scores: Scorer, query: str, steps: list[str], k: int) -> tuple[list[int], dict[int, float]]:
+    """Round robin over the steps' own rankings (each normalised to its best), duplicates skipped;
+    the whole request ranks first, since it keeps the context a step may lack. A score never rises
+    down the list."""
+    import numpy as np
+
+    lists: list[list[tuple[int, float]]] = []
+    for step in [query, *steps]:
+        ranked = scores(step)
+        best = float(np.max(ranked)) if len(ranked) else 0.0
+        lists.append([(i, float(ranked[i]) / best if best > 0 else 0.0) for i in top_k(ranked, k)])
+    taken: dict[int, float] = {}
+    depth = 0
+    while len(taken) < k and any(depth < len(items) for items in lists):
+        for items in lists:
+            if depth < len(items) and items[depth][0] not in taken and len(taken) < k:
+                taken[items[depth][0]] = items[depth][1]
+        depth += 1
+    order, values, ceiling = [], {}, 1.0
+    for i, value in taken.items():
+        ceiling = min(ceiling, value)
+        order.append(i)
+        values[i] = ceiling
+    return order, values
+
+
+def place_implied(scores: Scorer, need: str, slot: int, order: list[int], values: dict[int, float]) -> None:
+    """Move the best doc for `need` up to `slot` unless it already ranks there or higher.
+
+    It takes the place, and the score, of the hit it moves down, so scores stay sorted.
+    """
+    need_scores = scores(need)
+    best = top_k(need_scores, 1)
+    if not best or best[0] in order[: slot + 1]:
+        return
+    doc = best[0]
+    if doc in order:
+        order.remove(doc)
+    slot = min(slot, len(order))
+    if slot < len(order):
+        values[doc] = values[order[slot]]
+    else:  # fewer hits than the slot: goes last, never above the hit before it
+        values[doc] = min(values[order[-1]], float(need_scores[doc])) if order else float(need_scores[doc])
+    order.insert(slot, doc)
