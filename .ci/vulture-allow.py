@@ -43,3 +43,4 @@ _.set_client_info  # unused method (coffer/trust/oauth_store.py:66)
 m0001_trust  # unused function (coffer/trust/pinning.py:84)
 reset  # unused function (coffer/trust/redact.py:97)
 resource_templates  # unused variable (coffer/vault/catalogue.py:66)
+ablated  # used by the eval harness (evals/ablate.py), outside coffer/

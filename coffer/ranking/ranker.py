@@ -21,9 +21,9 @@ from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, to
 from coffer.ranking.implied import implied_queries
 from coffer.ranking.index import CHUNK_WEIGHT, Indexes
 from coffer.ranking.languages import translate
-from coffer.ranking.rerank import IMPLIED_SLOT, NameFit, merge_steps, place_implied
-from coffer.ranking.rules import ALL, Rules
-from coffer.ranking.vocabulary import rewrite, split_steps
+from coffer.ranking.rerank import IMPLIED_SLOT, NameFit, place_implied
+from coffer.ranking.rules import Rules, current
+from coffer.ranking.vocabulary import rewrite
 
 if TYPE_CHECKING:
     import numpy as np
@@ -86,7 +86,7 @@ class Ranker:
         english_docs: bool = False,
         model: Embedder | None = None,
         docs_key: str | None = None,
-        rules: Rules = ALL,
+        rules: Rules | None = None,
     ):
         from coffer.ranking.minilm import requested_backend
 
@@ -95,7 +95,7 @@ class Ranker:
         backend = requested_backend(embeddings)
         self.docs: list[Doc] = list(docs)
         self.mode = mode
-        self.rules = rules
+        self.rules = rules = rules if rules is not None else current()
         self.implied_needs = implied_needs and rules.implied_needs
         self.english_docs = english_docs
         self.cache_dir = cache_dir
@@ -156,23 +156,18 @@ class Ranker:
     def search(self, query: str, k: int = 5) -> RankResult:
         """The k best docs for `query`, best first, never a zero-score doc.
 
-        A request of several actions ("find X, then write a report to out.pdf") is ranked per action
-        and the lists are merged turn by turn, so every action gets a place in the k
-        (`coffer.ranking.vocabulary.split_steps`); a query in another language is read through the
-        glossary first (`coffer.ranking.languages`). Raises UsageError when k < 1.
+        A query in another language is read through the glossary first (`coffer.ranking.languages`);
+        the best tool for each need the query implies gets a place (`implied_needs`). Raises UsageError
+        when k < 1.
         """
         if k < 1:
             raise UsageError(f"top_k must be at least 1, got {k}")
         if self.rules.glossary:  # another language, read in English
             query = translate(query, keep_original=not self.english_docs)
         needs = implied_queries(query) if self.implied_needs and k > 1 else []
-        steps = split_steps(query) if self.rules.split_steps else [query]
-        if len(steps) > 1:
-            order, values = merge_steps(self.scores, query, steps, k)
-        else:
-            scores = self.scores(query)
-            order = top_k(scores, k + len(needs))
-            values = {i: float(scores[i]) for i in order}
+        scores = self.scores(query)
+        order = top_k(scores, k + len(needs))
+        values = {i: float(scores[i]) for i in order}
         for n, need in enumerate(needs):
             place_implied(self.scores, need, min(IMPLIED_SLOT + n, k - 1), order, values)
         hits = [(self.docs[i], round(values[i], 6)) for i in order[:k]]

@@ -2,7 +2,6 @@
 
 - `NameFit`: among the leading candidates, a tool whose whole name the query explains gains, one whose
   name starts with an action of another family than the query's loses (coffer.ranking.vocabulary);
-- `merge_steps`: a request of several actions, ranked per action and merged turn by turn;
 - `place_implied`: the best tool for a need the query implies (coffer.ranking.implied) gets a place.
 Each pass can be switched off (coffer.ranking.rules) and is measured on every eval set.
 """
@@ -57,32 +56,6 @@ class NameFit:
             if self.families and rw.families and verb_families and not verb_families & rw.families:
                 out[i] -= OTHER_ACTION_PENALTY
         return out
-
-
-def merge_steps(scores: Scorer, query: str, steps: list[str], k: int) -> tuple[list[int], dict[int, float]]:
-    """Round robin over the steps' own rankings (each normalised to its best), duplicates skipped;
-    the whole request ranks first, since it keeps the context a step may lack. A score never rises
-    down the list."""
-    import numpy as np
-
-    lists: list[list[tuple[int, float]]] = []
-    for step in [query, *steps]:
-        ranked = scores(step)
-        best = float(np.max(ranked)) if len(ranked) else 0.0
-        lists.append([(i, float(ranked[i]) / best if best > 0 else 0.0) for i in top_k(ranked, k)])
-    taken: dict[int, float] = {}
-    depth = 0
-    while len(taken) < k and any(depth < len(items) for items in lists):
-        for items in lists:
-            if depth < len(items) and items[depth][0] not in taken and len(taken) < k:
-                taken[items[depth][0]] = items[depth][1]
-        depth += 1
-    order, values, ceiling = [], {}, 1.0
-    for i, value in taken.items():
-        ceiling = min(ceiling, value)
-        order.append(i)
-        values[i] = ceiling
-    return order, values
 
 
 def place_implied(scores: Scorer, need: str, slot: int, order: list[int], values: dict[int, float]) -> None:

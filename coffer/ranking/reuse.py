@@ -9,6 +9,7 @@ from pathlib import Path
 
 from coffer.ranking.docs import Doc, docs_hash
 from coffer.ranking.ranker import Ranker
+from coffer.ranking.rules import current
 
 _cache_lock = threading.Lock()
 _rankers: OrderedDict[tuple[str, ...], Ranker] = OrderedDict()
@@ -40,6 +41,7 @@ def cached_ranker(
         backend,
         str(implied_needs),
         str(english_docs),
+        repr(current()),  # the ablation's rules (coffer.ranking.rules), all on outside it
     )
     with _cache_lock:
         ranker = _rankers.get(cache_key)

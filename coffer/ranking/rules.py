@@ -7,7 +7,9 @@ no 0.5 point anywhere without costing one elsewhere is removed, not kept switche
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, fields, replace
 
 
 @dataclass(frozen=True)
@@ -19,7 +21,6 @@ class Rules:
     vocabulary: bool = True  # developer words mapped to catalogue words ("grab" -> get, "ls" -> list directory)
     name_cover: bool = True  # a leading tool whose whole name the query explains gets a bonus
     action_families: bool = True  # a leading tool whose name starts with another kind of action loses
-    split_steps: bool = True  # a request of several actions is ranked per action and merged
     implied_needs: bool = True  # the best tool for a need the query implies gets a place (tools only)
     glossary: bool = True  # queries in eight other languages read through the glossary
 
@@ -29,3 +30,21 @@ class Rules:
 
 
 ALL = Rules()
+_current = [ALL]
+
+
+def current() -> Rules:
+    """The rules a Ranker built without explicit `rules` applies: all of them, except inside `ablated`."""
+    return _current[-1]
+
+
+@contextlib.contextmanager
+def ablated(*off: str) -> Iterator[Rules]:
+    """Rankers built inside (by any code path: the gateway's, `coffer__ask`'s) apply every rule but `off`.
+    For the eval harness (`python -m evals.ablate`), which runs the suites as the product does."""
+    rules = replace(current(), **dict.fromkeys(off, False))
+    _current.append(rules)
+    try:
+        yield rules
+    finally:
+        _current.pop()

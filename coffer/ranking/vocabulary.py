@@ -9,8 +9,8 @@ module is a small, documented vocabulary applied to every query (never to the ca
   open a file by reading it);
 - shell and jargon short forms (`SHELL_WORDS`), on top of the abbreviations every text gets
   (`coffer.ranking.tokenize.ABBREVIATIONS`: PR, repo, k8s, db ...);
-- the action weighs more than the things it acts on: the query's first action word (and what it maps
-  to) counts `ACTION_WEIGHT` times in BM25, so "buy a ticket" prefers the buyer over the ticket search.
+- the query's first action word, and the families of actions it (and what it maps to) belongs to
+  (`VERB_FAMILIES`), so a tool that does another kind of thing can be told apart (coffer.ranking.rerank).
 
 `rewrite(query)` returns the BM25 terms with their weights and the text the embedder should see.
 Rules here are general English and developer usage, not phrases from any eval set.
@@ -18,16 +18,13 @@ Rules here are general English and developer usage, not phrases from any eval se
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
 from coffer.ranking.tokenize import expand_abbreviations, split_words, stem, tokenize
 
-ACTION_WEIGHT = 1.0
 EXPANSION_WEIGHT = 0.3
 SHELL_WEIGHT = 1.0  # `cat`, `ls`, `mr`: words catalogues never use, so their meaning counts in full
-MAPPED_ACTION_WEIGHT = 0.3  # ... except the action's own mapping ("open a PR": create)
 
 # verb people type -> verbs catalogues use (always)
 VERB_INTENTS: dict[str, tuple[str, ...]] = {
@@ -216,9 +213,10 @@ def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
-    """The query's BM25 terms (mapped words added at `EXPANSION_WEIGHT`, the action at `ACTION_WEIGHT`)
-    and the embedder's text (short forms spelled out, mapped verbs appended). Without `vocabulary`
-    (the ablation's switch) no word is mapped: the terms are the query's own, the action its own verb."""
+    """The query's BM25 terms (mapped words added at `EXPANSION_WEIGHT`, shell words at `SHELL_WEIGHT`),
+    its action and the action's families, and the embedder's text (short forms spelled out, mapped
+    verbs appended). Without `vocabulary` (the ablation's switch) no word is mapped: the terms are the
+    query's own, the action its own verb."""
     words = split_words(query)
     terms = tokenize(query)
     weights: dict[str, float] = dict.fromkeys(terms, 1.0)
@@ -235,42 +233,11 @@ def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
     action = next((w for w in words if w in ACTION_VERBS), None)
     action_families: frozenset[str] = frozenset()
     if action is not None:
-        action_terms = set(tokenize(action))
         action_families = families(action)
         for word, targets in mapped:
             if word == action:
-                action_terms |= {t for target in targets for t in tokenize(target)}
                 action_families = action_families.union(*(families(t) for t in targets))
-        for term in action_terms:
-            if term in weights:
-                # what the action maps to is the catalogue's word for what the user typed: full weight
-                weights[term] = max(weights[term], MAPPED_ACTION_WEIGHT) * ACTION_WEIGHT
     text = expand_abbreviations(query)
     if extra:
         text = f"{text} ({' '.join(dict.fromkeys(extra))})"
     return Rewrite(terms=terms, weights=weights, text=text, action=action, families=action_families)
-
-
-SPLIT_ON_AND = False
-MIN_STEP_TERMS = 2  # "book it" alone says too little to rank by; it stays with the whole request
-
-_STEP_BREAK = re.compile(
-    r"\s*(?:[;\n]+|,?\s*\b(?:and then|then|after that|afterwards|finally|and finally)\b)\s*",
-    re.IGNORECASE,
-)
-_AND = re.compile(r",?\s+and\s+(?=(\w+))", re.IGNORECASE)
-
-
-def split_steps(query: str) -> list[str]:
-    """The actions of a multi-step request, in order ("find X, then write a report to out.pdf" -> two);
-    one step when there is nothing to split. An "and" splits only before an action verb."""
-    parts: list[str] = []
-    for chunk in _STEP_BREAK.split(query):
-        start = 0
-        for match in _AND.finditer(chunk) if SPLIT_ON_AND else ():
-            if match.group(1).lower() in ACTION_VERBS:
-                parts.append(chunk[start : match.start()])
-                start = match.end()
-        parts.append(chunk[start:])
-    steps = [p.strip(" ,.") for p in parts if len(tokenize(p)) >= MIN_STEP_TERMS]
-    return steps if len(steps) > 1 else [query]
