@@ -321,7 +321,8 @@ def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
             text = HEADER
         doc = _parse(text, path)
         yield doc
-        new_text = tomlkit.dumps(doc)
+        # one trailing newline: removing the last table leaves the blank line that was added before it
+        new_text = tomlkit.dumps(doc).rstrip("\n") + "\n"
         _build(_read(new_text, path), new_text, path)  # never write what we could not read back
         if new_text != text or not path.exists():
             atomic_write(path, new_text)
