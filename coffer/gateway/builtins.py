@@ -36,6 +36,15 @@ class CallFailure(Exception):
         self.error_class = error_class
 
 
+class HostError(CallFailure):
+    """A call whose upstream error the host must get as the JSON-RPC error it is, `data` included
+    (URL elicitation required: the host runs the sign-in flow from the URLs in `data`, then retries)."""
+
+    def __init__(self, error_class: str, error: Exception) -> None:
+        super().__init__("error", error_class, str(error))
+        self.error = error
+
+
 def text_result(payload: Any, error: bool = False) -> dict[str, Any]:
     """A CallToolResult dict: plain text, or JSON text plus the same data as structured content."""
     if isinstance(payload, str):

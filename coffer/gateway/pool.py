@@ -88,6 +88,11 @@ class Pool:
         if self.relay is not None and self.upstreams.get(upstream.name) is upstream:
             self.spawn(self.relay.resource_updated, upstream.name, params)
 
+    def notice(self, upstream: Upstream, notification: Any) -> None:
+        """A notification for the host that caused it (an elicitation completed, a task's status)."""
+        if self.relay is not None and self.upstreams.get(upstream.name) is upstream:
+            self.spawn(self.relay.upstream_notice, upstream.name, notification)
+
     def get(self, name: str) -> Upstream | None:
         return self.upstreams.get(name)
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +51,7 @@ LEVELS: tuple[types.LoggingLevel, ...] = (
 # Until a host sends logging/setLevel it hears upstream messages at "info" and above: servers such as
 # desktop-commander send debug lines on every call, which no host asked for.
 DEFAULT_LOG_LEVEL: types.LoggingLevel = "info"
+MAX_ELICITATIONS = 256  # URL elicitations remembered for their completion notification (oldest forgotten)
 
 
 @dataclass(eq=False)
@@ -98,6 +100,9 @@ class Relay:
         self._caps: types.ClientCapabilities | None = None  # what the first host can take
         self._levels: dict[int, types.LoggingLevel] = {}  # host connection -> the level it set with logging/setLevel
         self._subscribers: dict[str, list[Any]] = {}  # resource URI -> host sessions subscribed to it
+        # (server, elicitation id) -> the host session that got that URL elicitation, for its completion
+        self._elicitations: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self.on_notice: Callable[[str, Any], Awaitable[None]] | None = None  # the rest (tasks: coffer.gateway.tasks)
 
     # ------------------------------------------------------------------ hosts and calls
 
@@ -257,6 +262,9 @@ class Relay:
         return await self._ask(server, "sampling", request, result, lambda caps: _sampling_gap(caps, params))
 
     async def _elicit(self, server: str, params: types.ElicitRequestParams) -> Any:
+        target = self._target(server)
+        if isinstance(params, types.ElicitRequestURLParams) and params.elicitation_id and not isinstance(target, str):
+            self._remember_elicitation(server, params.elicitation_id, target[0])
         request = types.ElicitRequest(params=params)
         return await self._ask(
             server, "elicitation", request, types.ElicitResult, lambda caps: _elicitation_gap(caps, params)
@@ -292,6 +300,41 @@ class Relay:
         if wanted and (modern or self._hears(session, params.level)):
             with contextlib.suppress(Exception):
                 await session.send_notification(note, related_request_id=related)
+
+    # ------------------------------------------------------------------ URL elicitation
+
+    def note_elicitations(self, server: str, data: Any, session: Any) -> None:
+        """A URL-elicitation-required error from `server` went to this host: its completions go there too."""
+        items = data.get("elicitations") if isinstance(data, dict) else None
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("elicitationId"), str):
+                self._remember_elicitation(server, item["elicitationId"], session)
+
+    def _remember_elicitation(self, server: str, elicitation_id: str, session: Any) -> None:
+        self._elicitations[(server, elicitation_id)] = session
+        while len(self._elicitations) > MAX_ELICITATIONS:
+            self._elicitations.popitem(last=False)
+
+    async def upstream_notice(self, server: str, notification: Any) -> None:
+        """A notification an upstream sent for one host (`Pool.notice`)."""
+        if isinstance(notification, types.ElicitCompleteNotification):
+            await self.elicitation_complete(server, notification.params)
+        elif self.on_notice is not None:
+            await self.on_notice(server, notification)
+
+    async def elicitation_complete(self, server: str, params: types.ElicitCompleteNotificationParams) -> None:
+        """`notifications/elicitation/complete` from `server`, to the host that got that elicitation (the
+        one connected host when it is not known, say after a restart); dropped when that is a guess."""
+        session = self._elicitations.pop((server, params.elicitation_id), None)
+        if session is None and len(self.hosts) == 1:
+            session = self.hosts[0]
+        if session is None:
+            log.info(
+                "dropped the completion of elicitation %s from %s: no host to give it to", params.elicitation_id, server
+            )
+            return
+        with contextlib.suppress(Exception):  # a host that went away must not break the upstream
+            await self._standalone(session).send_notification(types.ElicitCompleteNotification(params=params))
 
     async def roots_changed(self, sessions: Iterable[Any]) -> None:
         """The host's roots changed: tell every live upstream, so it asks again."""

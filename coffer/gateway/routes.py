@@ -11,15 +11,15 @@ JSON-RPC errors, with text passed through `coffer.trust.redact` since it may quo
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from coffer.gateway.builtins import SEARCH, CallFailure
+from coffer.gateway.builtins import SEARCH, CallFailure, HostError
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.upstream import UpstreamUnavailable
@@ -28,6 +28,26 @@ from coffer.trust.redact import scrub
 from coffer.vault.catalogue import CatalogueTool
 
 NO_COMPLETION: dict[str, Any] = {"completion": {"values": [], "hasMore": False}}
+# Request `_meta` keys that describe the host's own connection (2026-07-28 stamps them on every request):
+# the upstream connection gets its own from the SDK, so these are not passed on. The progress token is
+# Coffer's own upstream (the host's is answered by the gateway).
+CONNECTION_META = frozenset(
+    {
+        "progress_token",
+        "progressToken",
+        types.PROTOCOL_VERSION_META_KEY,
+        types.CLIENT_INFO_META_KEY,
+        types.CLIENT_CAPABILITIES_META_KEY,
+        types.LOG_LEVEL_META_KEY,
+    }
+)
+
+
+def passed_meta(meta: Mapping[str, Any] | None) -> types.RequestParamsMeta | None:
+    """The host's request `_meta` as the upstream should get it: trace context (`traceparent`,
+    `tracestate`, SEP-414) and every vendor key, without the host connection's own keys."""
+    kept = {k: v for k, v in (meta or {}).items() if k not in CONNECTION_META}
+    return cast(types.RequestParamsMeta, kept) if kept else None
 
 
 def for_era(ctx: Any, result: dict[str, Any], cacheable: bool = False) -> dict[str, Any]:
@@ -71,7 +91,11 @@ class Router:
             raise CallFailure(
                 "refused", "curation", f"coffer refused {params.name}: server '{entry.server}' is not running"
             )
-        request = types.CallToolRequest(params=types.CallToolRequestParams(name=entry.tool, arguments=params.arguments))
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(
+                name=entry.tool, arguments=params.arguments, _meta=passed_meta(params.meta)
+            )
+        )
         try:
             with self.relay.origin(entry.server, ctx):  # what the upstream asks meanwhile goes to this host
                 return await up.request(request, progress=_progress(ctx))
@@ -81,6 +105,10 @@ class Router:
             if exc.code == types.REQUEST_TIMEOUT:
                 msg = f"{params.name} timed out after {up.cfg.timeout:g}s; the call was cancelled upstream"
                 raise CallFailure("timeout", "timeout", msg) from exc
+            if exc.code == types.URL_ELICITATION_REQUIRED:  # the host runs the flow from `data`, then retries
+                self.relay.note_elicitations(entry.server, exc.data, ctx.session)
+                error = MCPError(code=exc.code, message=scrub(exc.message), data=exc.data)
+                raise HostError("url_elicitation_required", error) from exc
             raise CallFailure("error", "upstream_error", f"{entry.server}: {exc.message}") from exc
 
     async def _resolve(self, name: str, call: Call) -> CatalogueTool:
@@ -90,12 +118,19 @@ class Router:
             return entry
         server = view.server_of(name)
         call.server = server if server in view.registry.servers else "?"
-        up = self.pool.get(server)
-        if up is not None and server not in view.live:
-            try:  # never listed (no snapshot yet): a call waits for the server up to its timeout
+        # never listed (no snapshot yet): a call waits for the server up to its timeout; a bare name
+        # (prefix "") may be any unlisted bare server's
+        bare = [c.name for c in view.registry.servers.values() if c.exposed_prefix == "" and c.name not in view.live]
+        for candidate in [server] if server in view.registry.servers else bare:
+            up = self.pool.get(candidate)
+            if up is None or candidate in view.live:
+                continue
+            try:
                 await up.ready_session(up.cfg.timeout)
             except UpstreamUnavailable as exc:
-                raise CallFailure("error", "unavailable", str(exc)) from exc
+                if candidate == server:
+                    raise CallFailure("error", "unavailable", str(exc)) from exc
+                continue
             entry = view.merged().tools.get(name)
             if entry is not None:
                 return entry
@@ -115,7 +150,9 @@ class Router:
         if reason is not None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused prompt {params.name}: {reason}")
         request = types.GetPromptRequest(
-            params=types.GetPromptRequestParams(name=entry.tool, arguments=params.arguments)
+            params=types.GetPromptRequestParams(
+                name=entry.tool, arguments=params.arguments, _meta=passed_meta(params.meta)
+            )
         )
         return for_era(ctx, await self.forward(ctx, entry.server, request))
 
@@ -125,7 +162,9 @@ class Router:
         server = self.view.resource_owner(uri)
         if server is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
-        request = types.ReadResourceRequest(params=types.ReadResourceRequestParams(uri=uri))
+        request = types.ReadResourceRequest(
+            params=types.ReadResourceRequestParams(uri=uri, _meta=passed_meta(params.meta))
+        )
         return for_era(ctx, await self.forward(ctx, server, request), cacheable=True)
 
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> dict[str, Any]:
@@ -182,7 +221,9 @@ class Router:
         if caps is not None and caps.completions is None:
             return for_era(ctx, NO_COMPLETION)
         request = types.CompleteRequest(
-            params=types.CompleteRequestParams(ref=ref, argument=params.argument, context=params.context)
+            params=types.CompleteRequestParams(
+                ref=ref, argument=params.argument, context=params.context, _meta=passed_meta(params.meta)
+            )
         )
         try:
             return for_era(ctx, await self.forward(ctx, server, request))

@@ -28,7 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from coffer import __version__
 from coffer.errors import CofferError
 from coffer.gateway import builtins, knowledge, outbound, profiles
-from coffer.gateway.builtins import ASK, BUILTIN, CALL, SEARCH, CallFailure, text_result
+from coffer.gateway.builtins import ASK, BUILTIN, CALL, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
@@ -306,6 +306,9 @@ class Gateway:
             if result.get("isError"):
                 outcome, error_class = "error", "tool_error"
             return result
+        except HostError as exc:  # the upstream's JSON-RPC error, as it is (URL elicitation required)
+            outcome, error_class = exc.outcome, exc.error_class
+            raise exc.error from None
         except CallFailure as exc:
             outcome, error_class = exc.outcome, exc.error_class
             return text_result(scrub(str(exc)), error=True)  # may quote an upstream's message or stderr

@@ -54,6 +54,8 @@ class Supervisor(Protocol):
 
     def resource_updated(self, upstream: Upstream, params: Any) -> None: ...
 
+    def notice(self, upstream: Upstream, notification: Any) -> None: ...
+
     async def prepare(self, upstream: Upstream, session: ClientSession) -> None: ...
 
 
@@ -367,6 +369,9 @@ class Upstream:
             return
         if isinstance(message, types.ResourceUpdatedNotification):
             self.pool.resource_updated(self, message.params)
+            return
+        if isinstance(message, types.ElicitCompleteNotification):
+            self.pool.notice(self, message)
             return
         kind = _CHANGED.get(type(message))
         if kind is None:

@@ -1,0 +1,82 @@
+"""Parity on the wire: the same raw JSON-RPC to the protocol fixture directly and through `coffer serve`.
+
+Registered with `prefix = ""`, the fixture keeps its own names through Coffer, so each assertion is
+written once: request `_meta` reaches the upstream, a URL-elicitation-required error (-32042) reaches
+the host as that error with its `data`, and `notifications/elicitation/complete` reaches the host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.raw_peer import RawPeer, protocol_argv, raw_peer, register_protocol_server, serve_argv
+
+pytestmark = pytest.mark.anyio
+VIAS = pytest.mark.parametrize("via", ["direct", "coffer"])
+TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "com.example/trace": "abc"}
+URL_HOST = {"elicitation": {"url": {}, "form": {}}}
+
+
+@asynccontextmanager
+async def peer(via: str, home: Path, capabilities: dict[str, Any] | None = None, *extra: str) -> AsyncIterator[RawPeer]:
+    if via == "direct":
+        async with raw_peer(protocol_argv("proto", *extra), capabilities=capabilities) as p:
+            yield p
+        return
+    register_protocol_server(home, "proto", *extra)
+    argv, env = serve_argv(home)
+    async with raw_peer(argv, env, capabilities=capabilities) as p:
+        yield p
+
+
+def text_of(response: dict[str, Any]) -> str:
+    return "".join(c.get("text", "") for c in response["result"]["content"])
+
+
+@VIAS
+async def test_request_meta_reaches_the_upstream(via: str, coffer_home: Path) -> None:
+    async with peer(via, coffer_home) as p:
+        seen = json.loads(text_of(await p.call("whoami", _meta={**TRACE, "progressToken": "p1"})))
+        assert seen["meta"] == TRACE  # trace context and vendor keys as sent (the progress token is per hop)
+        assert json.loads(text_of(await p.call("whoami")))["meta"] == {}
+
+
+@VIAS
+async def test_url_elicitation_required_reaches_the_host_as_that_error(via: str, coffer_home: Path) -> None:
+    async with peer(via, coffer_home, URL_HOST) as p:
+        response = await p.call("sign_in")
+        assert "result" not in response
+        error = response["error"]
+        assert error["code"] == -32042 and "sign in" in error["message"]
+        (item,) = error["data"]["elicitations"]
+        assert item == {
+            "mode": "url",
+            "elicitationId": "proto-sign-in-1",
+            "url": "https://auth.example.com/authorize?state=fixture",
+            "message": "Sign in to go on.",
+        }
+
+
+@VIAS
+async def test_elicitation_complete_reaches_the_host(via: str, coffer_home: Path) -> None:
+    async with peer(via, coffer_home, URL_HOST) as p:
+        await p.call("sign_in")
+        assert text_of(await p.call("finish_sign_in")) == "sign-in complete"
+        note = await p.wait_note(lambda n: n["method"] == "notifications/elicitation/complete")
+        assert note["params"] == {"elicitationId": "proto-sign-in-1"}
+
+
+async def test_the_invocation_log_records_the_elicitation_error_without_its_urls(coffer_home: Path) -> None:
+    async with peer("coffer", coffer_home, URL_HOST) as p:
+        await p.call("sign_in")
+    from coffer.log import calls
+
+    rows = [r for r in calls.query(calls.open_log()) if r["tool"] == "sign_in"]
+    assert [(r["outcome"], r["error_class"]) for r in rows] == [("error", "url_elicitation_required")]
+    assert "auth.example.com" not in json.dumps(rows)
