@@ -274,11 +274,37 @@ def _guarded(app: Any, token: str) -> Any:
     return guarded
 
 
+def _versioned(app: Any) -> Any:
+    """A request whose `MCP-Protocol-Version` header names no revision Coffer speaks gets 400 with that
+    said (the SDK would take it for a 2026-07-28 request and complain about missing `_meta` keys)."""
+    import json
+
+    from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    async def versioned(scope: Any, receive: Any, send: Any) -> None:
+        version = dict(scope["headers"]).get(b"mcp-protocol-version") if scope["type"] == "http" else None
+        if version is not None and version.decode("latin-1").strip() not in SUPPORTED_PROTOCOL_VERSIONS:
+            shown = version.decode("latin-1")[:40]
+            message = (
+                f"Bad Request: unsupported MCP-Protocol-Version {shown!r}; "
+                f"coffer speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
+            )
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+            await send(
+                {"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": json.dumps(error).encode()})
+            return
+        await app(scope, receive, send)
+
+    return versioned
+
+
 async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) -> None:
     import uvicorn
 
     port = sock.getsockname()[1]
-    app = gateway.server.streamable_http_app(host="127.0.0.1")  # Host and Origin checks stay on
+    app = _versioned(gateway.server.streamable_http_app(host="127.0.0.1"))  # Host and Origin checks stay on
     if token is not None:
         app = _guarded(app, token)
     # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)

@@ -27,7 +27,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import builtins, knowledge, outbound, profiles
+from coffer.gateway import builtins, knowledge, outbound, paging, profiles
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
@@ -264,7 +264,7 @@ class Gateway:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
         merged = await self._listing(ctx)
         if self.profile is None:
-            return for_era(ctx, {"tools": merged.tools_result}, cacheable=True)
+            return for_era(ctx, self._page("tools", merged.tools_result, params), cacheable=True)
         if self._shown is None:  # decided once, at the first list: stable while the log changes
             usage = await anyio.to_thread.run_sync(_usage)
             order = list(self.view.registry.servers)
@@ -276,7 +276,7 @@ class Gateway:
             self._shown,
             self.profile.max_tools,
         )
-        return for_era(ctx, {"tools": listed}, cacheable=True)
+        return for_era(ctx, self._page("tools", listed, params), cacheable=True)
 
     def hidden(self) -> frozenset[str]:
         """Visible tools this client's profile does not advertise (reachable through coffer__call_tool)."""
@@ -285,13 +285,20 @@ class Gateway:
         return frozenset(t.name for t in self.view.merged().visible_tools) - set(self._shown.names)
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return for_era(ctx, {"prompts": (await self._listing(ctx)).prompts_result}, cacheable=True)
+        merged = await self._listing(ctx)
+        return for_era(ctx, self._page("prompts", merged.prompts_result, params), cacheable=True)
 
     async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return for_era(ctx, {"resources": (await self._listing(ctx)).resources_result}, cacheable=True)
+        merged = await self._listing(ctx)
+        return for_era(ctx, self._page("resources", merged.resources_result, params), cacheable=True)
 
     async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
-        return for_era(ctx, {"resourceTemplates": (await self._listing(ctx)).templates_result}, cacheable=True)
+        merged = await self._listing(ctx)
+        return for_era(ctx, self._page("resourceTemplates", merged.templates_result, params), cacheable=True)
+
+    def _page(self, key: str, items: list[Any], params: Any) -> dict[str, Any]:
+        """One page of a merged list (coffer.gateway.paging: one page unless `[settings] page_size`)."""
+        return paging.paged(key, items, params, paging.page_size(self.view.registry.settings))
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = Call(server="?", tool=params.name)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 import pytest
@@ -178,3 +179,26 @@ def test_http_requires_the_bearer_token_unless_told_not_to(coffer_home: Path) ->
             proc.wait(10)
     token_file = next(coffer_home.rglob("http-token"))
     assert token_file.stat().st_mode & 0o777 == 0o600 and len(token) >= 40
+
+
+async def test_an_unknown_protocol_version_header_is_named_as_such(coffer_home: Path) -> None:
+    """400 with what was wrong (the SDK alone says a 2026-07-28 `_meta` key is missing)."""
+    from coffer.gateway import serve as serving
+    from coffer.gateway.server import Gateway
+
+    listener = serving._listen(0)
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    gateway = Gateway(host_wait=None)
+    async with gateway.running(), anyio.create_task_group() as tg:
+        tg.start_soon(serving._serve_http, gateway, listener, None)
+        async with httpx2.AsyncClient(timeout=10) as http:
+            for bad in ("2099-01-01", "not-a-version"):
+                response = await http.post(url, json=body, headers=headers | {"MCP-Protocol-Version": bad})
+                assert response.status_code == 400
+                message = response.json()["error"]["message"]
+                assert f"unsupported MCP-Protocol-Version '{bad}'" in message and "2025-11-25" in message
+            response = await http.post(url, json=body, headers=headers | {"MCP-Protocol-Version": "2025-11-25"})
+            assert "unsupported MCP-Protocol-Version" not in response.text
+        tg.cancel_scope.cancel()

@@ -80,3 +80,40 @@ async def test_the_invocation_log_records_the_elicitation_error_without_its_urls
     rows = [r for r in calls.query(calls.open_log()) if r["tool"] == "sign_in"]
     assert [(r["outcome"], r["error_class"]) for r in rows] == [("error", "url_elicitation_required")]
     assert "auth.example.com" not in json.dumps(rows)
+
+
+async def all_pages(p: RawPeer, method: str, key: str) -> tuple[list[str], int]:
+    names: list[str] = []
+    params: dict[str, Any] = {}
+    pages = 0
+    while True:
+        result = (await p.request(method, params))["result"]
+        pages += 1
+        names += [item.get("name") or item.get("uri") for item in result[key]]
+        if "nextCursor" not in result:
+            return names, pages
+        params = {"cursor": result["nextCursor"]}
+
+
+@VIAS
+async def test_lists_page_and_refuse_a_cursor_they_did_not_give(via: str, coffer_home: Path) -> None:
+    if via == "coffer":
+        (coffer_home / "coffer.toml").parent.mkdir(parents=True, exist_ok=True)
+        (coffer_home / "coffer.toml").write_text("[settings]\npage_size = 3\n")
+    async with peer(via, coffer_home) as p:
+        names, pages = await all_pages(p, "tools/list", "tools")
+        upstream = ["whoami", "sign_in", "finish_sign_in", "research", "maybe_task", "show_ui"]
+        assert sorted(n for n in names if not n.startswith(("coffer__", "filler_"))) == sorted(upstream)
+        assert len(names) == len(set(names)) and pages == -(-len(names) // 3)
+        for bogus in ("bogus", "page-999", "Y29mZmVyLXBhZ2U6OTk5"):
+            response = await p.request("tools/list", {"cursor": bogus})
+            assert response["error"]["code"] == -32602 and "cursor" in response["error"]["message"]
+
+
+async def test_by_default_a_list_is_one_page_and_any_cursor_is_refused(coffer_home: Path) -> None:
+    async with peer("coffer", coffer_home) as p:
+        result = (await p.request("tools/list"))["result"]
+        assert "nextCursor" not in result and len(result["tools"]) == 2 + 10
+        for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list"):
+            response = await p.request(method, {"cursor": "anything"})
+            assert response["error"]["code"] == -32602, method
