@@ -51,6 +51,9 @@ LEVELS: tuple[types.LoggingLevel, ...] = (
 # Until a host sends logging/setLevel it hears upstream messages at "info" and above: servers such as
 # desktop-commander send debug lines on every call, which no host asked for.
 DEFAULT_LOG_LEVEL: types.LoggingLevel = "info"
+# What an upstream is told of extensions when the host is not known (HTTP): MCP Apps, whose UI a host
+# that cannot show it ignores (the tools work the same).
+MCP_APPS: dict[str, dict[str, Any]] = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
 MAX_ELICITATIONS = 256  # URL elicitations remembered for their completion notification (oldest forgotten)
 
 
@@ -212,6 +215,9 @@ class Relay:
             opts["elicitation_callback"] = lambda ctx, params: self._elicit(server, params)
         if everything or (caps is not None and caps.roots is not None):
             opts["list_roots_callback"] = lambda ctx: self._roots(server)
+        extensions = MCP_APPS if everything else (caps.extensions if caps is not None else None)
+        if extensions:  # servers that check for MCP Apps support show their UI only when it is declared
+            opts["extensions"] = dict(extensions)
         return opts
 
     # ------------------------------------------------------------------ relaying

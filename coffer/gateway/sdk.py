@@ -127,14 +127,26 @@ LEGACY_CHANGED = NotificationOptions(tools_changed=True, prompts_changed=True, r
 
 class GatewayServer(Server[Any]):
     """The SDK's server, with capabilities decided when each host initializes: list_changed on,
-    `logging` always (Coffer filters and forwards levels), `resources.subscribe` only when
-    `can_subscribe()` says an enabled upstream can subscribe. No middleware: the default
-    OpenTelemetry span is a no-op without an exporter, but not free."""
+    `logging` always (Coffer filters and forwards levels), the rest as `adjust` makes them from the
+    upstreams (`View.adjust_capabilities`). Its middleware: the default OpenTelemetry span is dropped
+    (a no-op without an exporter, but not free), and `extensions`, which the 2025-11-25 surface has no
+    field for and the SDK's sieve removes, is put back into the initialize result (MCP Apps hosts of
+    that revision read it there)."""
 
-    def __init__(self, *args: Any, can_subscribe: Callable[[], bool], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, adjust: Callable[[types.ServerCapabilities], types.ServerCapabilities], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self._can_subscribe = can_subscribe
-        self.middleware = []
+        self._adjust = adjust
+        self.middleware = [self._extensions_on_initialize]
+
+    async def _extensions_on_initialize(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict) and isinstance(result.get("capabilities"), dict):
+            extensions = self._adjust(types.ServerCapabilities()).extensions
+            if extensions and "extensions" not in result["capabilities"]:
+                result["capabilities"]["extensions"] = extensions
+        return result
 
     def create_initialization_options(
         self, notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
@@ -142,7 +154,4 @@ class GatewayServer(Server[Any]):
         return super().create_initialization_options(notification_options or LEGACY_CHANGED, *args, **kwargs)
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
-        caps = super().get_capabilities(*args, **kwargs)
-        if caps.resources is not None and caps.resources.subscribe:
-            caps.resources.subscribe = self._can_subscribe()
-        return caps
+        return self._adjust(super().get_capabilities(*args, **kwargs))

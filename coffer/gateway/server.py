@@ -56,7 +56,12 @@ INSTRUCTIONS = (
 )
 
 
-RELAYED_CAPS = ("sampling", "elicitation", "roots")  # host capabilities an upstream's listing may depend on
+RELAYED_CAPS = (
+    "sampling",
+    "elicitation",
+    "roots",
+    "extensions",
+)  # host capabilities an upstream's listing may depend on
 
 
 def host_caps(ctx: Any) -> frozenset[str]:
@@ -232,7 +237,7 @@ class Gateway:
                 on_set_logging_level=self._set_level,
                 on_subscribe_resource=self.router.subscribe,
                 on_unsubscribe_resource=self.router.unsubscribe,
-                can_subscribe=self.view.can_subscribe,
+                adjust=self.view.adjust_capabilities,
             )
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
         server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, self._on_roots)

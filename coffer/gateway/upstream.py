@@ -71,7 +71,12 @@ _LIST_REQUESTS: dict[str, Any] = {
     "resource_templates": types.ListResourceTemplatesRequest,
 }
 _WIRE_KEY = dict(zip(KINDS, ("tools", "prompts", "resources", "resourceTemplates"), strict=True))
-_TOLD = (("sampling", "sampling_callback"), ("elicitation", "elicitation_callback"), ("roots", "list_roots_callback"))
+_TOLD = (
+    ("sampling", "sampling_callback"),
+    ("elicitation", "elicitation_callback"),
+    ("roots", "list_roots_callback"),
+    ("extensions", "extensions"),
+)
 _CHANGED: dict[type[Any], str] = {
     types.ToolListChangedNotification: "tools",
     types.PromptListChangedNotification: "prompts",

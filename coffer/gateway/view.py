@@ -12,6 +12,8 @@ import logging
 from collections.abc import Callable, Collection
 from typing import Any
 
+import mcp_types as types
+
 from coffer.errors import RegistryError
 from coffer.gateway.merge import Merged, merge
 from coffer.trust import curation
@@ -133,6 +135,25 @@ class View:
             (self.server_caps.get(cfg.name, {}).get("resources") or {}).get("subscribe")
             for cfg in reg.enabled_servers()
         )
+
+    def declared(self, key: str) -> dict[str, Any]:
+        """The union of what enabled servers declared under `experimental` or `extensions` (the first
+        server in registry order wins a name two declare), for the gateway to advertise them too."""
+        out: dict[str, Any] = {}
+        for cfg in self.current_registry().enabled_servers():
+            found = self.server_caps.get(cfg.name, {}).get(key)
+            for name, settings in found.items() if isinstance(found, dict) else ():
+                out.setdefault(name, settings)
+        return out
+
+    def adjust_capabilities(self, caps: types.ServerCapabilities) -> types.ServerCapabilities:
+        """The gateway's capabilities as its upstreams make them: `resources.subscribe` only when one can,
+        and their experimental features and extensions."""
+        if caps.resources is not None and caps.resources.subscribe:
+            caps.resources.subscribe = self.can_subscribe()
+        caps.experimental = {**self.declared("experimental"), **(caps.experimental or {})} or None
+        caps.extensions = {**self.declared("extensions"), **(caps.extensions or {})} or None
+        return caps
 
     # ------------------------------------------------------------------ curation and the merged view
 

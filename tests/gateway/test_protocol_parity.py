@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from coffer.vault import registry
 from tests.fixtures.raw_peer import RawPeer, protocol_argv, raw_peer, register_protocol_server, serve_argv
 
 pytestmark = pytest.mark.anyio
@@ -29,7 +30,8 @@ async def peer(via: str, home: Path, capabilities: dict[str, Any] | None = None,
         async with raw_peer(protocol_argv("proto", *extra), capabilities=capabilities) as p:
             yield p
         return
-    register_protocol_server(home, "proto", *extra)
+    if not (home / "coffer.toml").exists() or "proto" not in registry.load().servers:
+        register_protocol_server(home, "proto", *extra)
     argv, env = serve_argv(home)
     async with raw_peer(argv, env, capabilities=capabilities) as p:
         yield p
@@ -117,3 +119,33 @@ async def test_by_default_a_list_is_one_page_and_any_cursor_is_refused(coffer_ho
         for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list"):
             response = await p.request(method, {"cursor": "anything"})
             assert response["error"]["code"] == -32602, method
+
+
+APPS = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
+
+
+@VIAS
+async def test_the_hosts_extensions_reach_the_upstream(via: str, coffer_home: Path) -> None:
+    async with peer(via, coffer_home, {"extensions": APPS}) as p:
+        assert json.loads(text_of(await p.call("whoami")))["extensions"] == APPS
+
+
+@VIAS
+async def test_no_extensions_are_made_up_for_a_host_without_them(via: str, coffer_home: Path) -> None:
+    async with peer(via, coffer_home, {}) as p:
+        assert json.loads(text_of(await p.call("whoami")))["extensions"] is None
+
+
+@VIAS
+async def test_the_upstreams_experimental_capabilities_and_extensions_are_advertised(
+    via: str, coffer_home: Path
+) -> None:
+    """Through Coffer from the second session on: capabilities are answered at initialize, before a
+    never-seen upstream has started; once catalogued they are known at once."""
+    if via == "coffer":
+        async with peer(via, coffer_home) as p:
+            await p.request("tools/list")
+    async with peer(via, coffer_home) as p:
+        caps = p.init["capabilities"]
+        assert caps["experimental"]["coffer.test/protocol"] == {"version": 1}
+        assert caps["extensions"] == {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
