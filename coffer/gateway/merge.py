@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from coffer.gateway import apps
 from coffer.vault.catalogue import CatalogueTool, build_tools
 
 Refusal = Callable[..., str | None]
@@ -29,6 +30,9 @@ class Merged:
     resources_result: list[dict[str, Any]] = field(default_factory=list)
     templates_result: list[dict[str, Any]] = field(default_factory=list)
     uri_owner: dict[str, str] = field(default_factory=dict)
+    # an exposed `ui://` URI renamed because another server uses it -> (server, the server's own URI)
+    ui_aliases: dict[str, tuple[str, str]] = field(default_factory=dict)
+    ui_renamed: dict[str, dict[str, str]] = field(default_factory=dict)  # server -> {own URI: exposed URI}
     templates: list[tuple[str, Any]] = field(default_factory=list)
     key: str = ""  # hash of the visible tools: the ranker is rebuilt only when it changes
 
@@ -44,22 +48,34 @@ def merge(
     `prefixes` gives a server's exposed-name prefix when it is not the server's name ("" for bare
     names). A name two servers would both expose (possible only with prefixes) goes to the first
     server by name, and never shadows a built-in. Resources keep their URIs; when two servers list
-    the same URI the first server by name owns it.
+    the same URI the first server by name owns it, except MCP Apps' `ui://` URIs, which are renamed
+    for the later server (coffer.gateway.apps), so each tool opens its own server's app.
     """
     from mcp.shared.uri_template import UriTemplate
 
     m = Merged(tools_result=list(builtins))
     reserved = {str(b.get("name")) for b in builtins}
+    shown_servers = [s for s in sorted(lists) if refusal(s) is None]
+    m.ui_renamed = apps.aliases(lists, shown_servers)
+    for server, renamed in m.ui_renamed.items():
+        m.ui_aliases.update({exposed: (server, own) for own, exposed in renamed.items()})
+    wire_of: dict[str, dict[str, Any]] = {}
+    listed: set[str] = set()
     for server in sorted(lists):
         kinds = lists[server]
         shown = refusal(server) is None
         prefix = (prefixes or {}).get(server)
+        renamed = m.ui_renamed.get(server, {})
+        for uri in apps.server_ui_uris(kinds) if shown else []:  # an app a tool names but no resource lists
+            m.uri_owner.setdefault(renamed.get(uri, uri), server)
         for t in build_tools(server, kinds.get("tools", []), prefix):
             if t.name in m.tools or t.name in reserved:
                 continue
             m.tools[t.name] = t
             if shown and refusal(server, t.tool, t.name) is None:
                 m.visible_tools.append(t)
+                if renamed:
+                    wire_of[t.name] = apps.rewrite_meta(t.wire, renamed)
         for p in build_tools(server, kinds.get("prompts", []), prefix):
             if p.name in m.prompts:
                 continue
@@ -70,9 +86,11 @@ def merge(
             continue
         for res in kinds.get("resources", []):
             uri = str(res.get("uri", ""))
-            if uri and uri not in m.uri_owner:
-                m.uri_owner[uri] = server
-                m.resources_result.append(res)
+            exposed = renamed.get(uri, uri)
+            if exposed and m.uri_owner.get(exposed) in (None, server) and exposed not in listed:
+                m.uri_owner[exposed] = server
+                listed.add(exposed)
+                m.resources_result.append({**res, "uri": exposed} if exposed != uri else res)
         for tpl in kinds.get("resource_templates", []):
             try:
                 m.templates.append((server, UriTemplate.parse(str(tpl.get("uriTemplate", "")))))
@@ -82,7 +100,7 @@ def merge(
     m.visible_tools.sort(key=lambda t: t.name)
     digest = hashlib.sha256()
     for t in m.visible_tools:
-        m.tools_result.append(t.wire)
+        m.tools_result.append(wire_of.get(t.name) or t.wire)
         digest.update(json.dumps([t.name, t.description, t.input_schema], sort_keys=True).encode())
     m.key = digest.hexdigest()[:16]
     return m

@@ -19,6 +19,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from coffer.gateway import apps
 from coffer.gateway.builtins import SEARCH, CallFailure, HostError
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
@@ -98,7 +99,7 @@ class Router:
         )
         try:
             with self.relay.origin(entry.server, ctx):  # what the upstream asks meanwhile goes to this host
-                return await up.request(request, progress=_progress(ctx))
+                result = await up.request(request, progress=_progress(ctx))
         except UpstreamUnavailable as exc:
             raise CallFailure("error", "unavailable", str(exc)) from exc
         except MCPError as exc:
@@ -110,6 +111,8 @@ class Router:
                 error = MCPError(code=exc.code, message=scrub(exc.message), data=exc.data)
                 raise HostError("url_elicitation_required", error) from exc
             raise CallFailure("error", "upstream_error", f"{entry.server}: {exc.message}") from exc
+        renamed = view.merged().ui_renamed.get(entry.server)  # its app under the URI hosts were given
+        return apps.rewrite_meta(result, renamed) if renamed else result
 
     async def _resolve(self, name: str, call: Call) -> CatalogueTool:
         view = self.view
@@ -162,10 +165,12 @@ class Router:
         server = self.view.resource_owner(uri)
         if server is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
+        own = self.view.merged().ui_aliases.get(uri, (server, uri))[1]  # an app renamed for this server
         request = types.ReadResourceRequest(
-            params=types.ReadResourceRequestParams(uri=uri, _meta=passed_meta(params.meta))
+            params=types.ReadResourceRequestParams(uri=own, _meta=passed_meta(params.meta))
         )
-        return for_era(ctx, await self.forward(ctx, server, request), cacheable=True)
+        result = apps.rewrite_contents(await self.forward(ctx, server, request), own, uri)
+        return for_era(ctx, result, cacheable=True)
 
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> dict[str, Any]:
         """Subscribe the host to a resource: the owning upstream is asked once, however many hosts subscribe."""
