@@ -34,6 +34,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
+from coffer.gateway import sdk
 from coffer.trust.redact import scrub, scrub_obj
 
 log = logging.getLogger("coffer.relay")
@@ -65,9 +66,7 @@ class _Origin:
     pending: set[anyio.CancelScope] = field(default_factory=set)
 
 
-def _connection(session: Any) -> Any:
-    """The host connection behind a per-request `ServerSession` proxy (one per stdio host)."""
-    return getattr(session, "_connection", session)
+_connection = sdk.host_connection  # one per stdio host or HTTP session
 
 
 def _sampling_gap(caps: types.ClientCapabilities, params: types.CreateMessageRequestParams) -> str | None:

@@ -23,6 +23,7 @@ from coffer.gateway import apps
 from coffer.gateway.builtins import SEARCH, CallFailure, HostError
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
+from coffer.gateway.tasks import TaskRelay, task_required
 from coffer.gateway.upstream import UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.trust.redact import scrub
@@ -72,15 +73,21 @@ class Call:
 class Router:
     """Routes one gateway's host requests to the owning upstreams."""
 
-    def __init__(self, view: View, pool: Pool, relay: Relay) -> None:
+    def __init__(self, view: View, pool: Pool, relay: Relay, tasks: TaskRelay) -> None:
         self.view = view
         self.pool = pool
         self.relay = relay
+        self.tasks = tasks
 
     # ------------------------------------------------------------------ tools/call
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams, call: Call) -> dict[str, Any]:
-        """Curation, resolution, routing, relay: the one path of an upstream tools/call."""
+        """Curation, resolution, routing, relay: the one path of an upstream tools/call.
+
+        A `task` in `params` is passed on (the result is then the upstream's task, for the caller to
+        adopt: coffer.gateway.tasks); a tool that requires a task, called without one, is run as a
+        task upstream and answered as a plain call (the bridge).
+        """
         view = self.view
         entry = await self._resolve(params.name, call)
         call.server, call.tool = entry.server, entry.tool
@@ -92,14 +99,17 @@ class Router:
             raise CallFailure(
                 "refused", "curation", f"coffer refused {params.name}: server '{entry.server}' is not running"
             )
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(
-                name=entry.tool, arguments=params.arguments, _meta=passed_meta(params.meta)
-            )
+        upstream_params = types.CallToolRequestParams(
+            name=entry.tool, arguments=params.arguments, _meta=passed_meta(params.meta), task=params.task
         )
+        bridged = params.task is None and task_required(entry.raw)
         try:
             with self.relay.origin(entry.server, ctx):  # what the upstream asks meanwhile goes to this host
-                result = await up.request(request, progress=_progress(ctx))
+                if bridged:
+                    result = await self.tasks.run_as_task(up, upstream_params, up.cfg.timeout, _progress(ctx))
+                else:
+                    request = types.CallToolRequest(params=upstream_params)
+                    result = await up.request(request, progress=_progress(ctx))
         except UpstreamUnavailable as exc:
             raise CallFailure("error", "unavailable", str(exc)) from exc
         except MCPError as exc:

@@ -15,6 +15,10 @@ installed SDK is outside `SUPPORTED`, or when a private named here is gone. Each
   so an expired token was sent once before being refreshed) and answers a 401 on a request carrying a
   refreshable token with one refresh and a retry, before asking for a new authorisation.
 
+- `ServerSession._connection` (set in `ServerSession.__init__`): the host connection behind the
+  per-request session proxy the SDK hands each handler. Hosts are told apart by it (one per stdio
+  host or HTTP session) to route logs, subscriptions, relayed requests and tasks (`host_connection`).
+
 Public API that Coffer bends, kept here too so a change of the SDK's shape is found in one place:
 `Server.create_initialization_options` and `Server.get_capabilities` are overridden (`GatewayServer`)
 to decide capabilities at each initialize from the live upstreams; `Server.middleware` is emptied.
@@ -34,12 +38,14 @@ from mcp.client.auth import OAuthClientProvider
 from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.session import ServerSession
 
 SUPPORTED = ((2, 3), (2, 4))  # [low, high) by (major, minor): the releases this module was written against
 DISTRIBUTIONS = ("mcp", "mcp-types")
 PRIVATES: dict[str, Callable[[], bool]] = {
     "ClientSession.__init__ sets self._stamp": lambda: "_stamp" in ClientSession.__init__.__code__.co_names,
     "ClientSession.__init__ sets self._dispatcher": lambda: "_dispatcher" in ClientSession.__init__.__code__.co_names,
+    "ServerSession.__init__ sets self._connection": lambda: "_connection" in ServerSession.__init__.__code__.co_names,
     "OAuthClientProvider._initialize": lambda: callable(getattr(OAuthClientProvider, "_initialize", None)),
     "OAuthClientProvider._auth_flow": lambda: callable(getattr(OAuthClientProvider, "_auth_flow", None)),
 }
@@ -68,6 +74,11 @@ def version_problems() -> list[str]:
         if not ok()
     ]
     return problems
+
+
+def host_connection(session: Any) -> Any:
+    """The host connection behind a per-request `ServerSession` (the session itself for other objects)."""
+    return getattr(session, "_connection", session)
 
 
 def stamp(session: ClientSession, data: dict[str, Any], opts: dict[str, Any]) -> None:

@@ -34,6 +34,7 @@ from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
 from coffer.gateway.sdk import GatewayServer
+from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
 from coffer.gateway.upstream import State, Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.log.calls import CallLog, CallRecord
@@ -94,7 +95,9 @@ class Gateway:
             limit=start_limit, on_listing=self._on_listing, relay=self.relay, on_session=self._restore_session_state
         )
         self.view = View(builtins.tool_definitions(), on_sync=self.pool.sync)
-        self.router = Router(self.view, self.pool, self.relay)
+        self.tasks = TaskRelay(self.pool.get, self.pool.spawn, self._log_task)  # tasks (coffer.gateway.tasks)
+        self.relay.on_notice = self._on_notice
+        self.router = Router(self.view, self.pool, self.relay, self.tasks)
         self._snapshot_lock = anyio.Lock()
         self._started_at = 0.0
         self.server = self._build_server()
@@ -109,7 +112,10 @@ class Gateway:
                 reg = self.view.current_registry()
                 if self.profile_name is not None:
                     self.profile = reg.profile(self.profile_name)
-                yield self
+                try:
+                    yield self
+                finally:  # before the upstreams stop: a task nobody can collect is cancelled where it runs
+                    await self.tasks.close()
 
     @property
     def registry(self) -> Registry:
@@ -237,11 +243,67 @@ class Gateway:
                 on_set_logging_level=self._set_level,
                 on_subscribe_resource=self.router.subscribe,
                 on_unsubscribe_resource=self.router.unsubscribe,
-                adjust=self.view.adjust_capabilities,
+                adjust=self._capabilities,
             )
+        server.middleware.append(self._task_calls)
+        server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.tasks.get_task)
+        server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._task_result)
+        server.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, self.tasks.cancel_task)
+        server.add_request_handler("tasks/list", types.PaginatedRequestParams, self._list_tasks)
         server.add_notification_handler("notifications/initialized", types.NotificationParams, self._on_initialized)
         server.add_notification_handler("notifications/roots/list_changed", types.NotificationParams, self._on_roots)
         return server
+
+    def _capabilities(self, caps: types.ServerCapabilities) -> types.ServerCapabilities:
+        """What the upstreams make of the gateway's capabilities: subscribe, experimental, extensions
+        (`View.adjust_capabilities`), and `tasks` when an enabled upstream declares them."""
+        caps = self.view.adjust_capabilities(caps)
+        enabled = [self.view.server_caps.get(c.name, {}) for c in self.view.current_registry().enabled_servers()]
+        caps.tasks = merged_capability(enabled)
+        return caps
+
+    # ------------------------------------------------------------------ tasks (coffer.gateway.tasks)
+
+    async def _task_calls(self, ctx: Any, call_next: Any) -> Any:
+        """A task-augmented tools/call: answered here, since the SDK's result sieve refuses a task. The
+        call is routed as any other; its log row is written when the task ends (`_log_task`)."""
+        if not is_task_call(ctx):
+            return await call_next(ctx)
+        params = types.CallToolRequestParams.model_validate(ctx.params, by_name=False)
+        if params.name.startswith(f"{BUILTIN}__"):  # built-ins answer at once, whatever was asked
+            return await call_next(ctx)
+        call = Call(server="?", tool=params.name)
+        result = await self._record(ctx, call, lambda: self._route_tool(ctx, params, call), deferred=_is_task)
+        return self.tasks.adopt(ctx, call.server, call.tool, result) if _is_task(result) else result
+
+    async def _task_result(self, ctx: Any, params: types.GetTaskPayloadRequestParams) -> dict[str, Any]:
+        return await self.tasks.task_result(ctx, params, self.relay)
+
+    async def _list_tasks(self, ctx: Any, params: types.PaginatedRequestParams) -> dict[str, Any]:
+        return await self.tasks.list_tasks(ctx, params, paging.page_size(self.view.registry.settings))
+
+    async def _on_notice(self, server: str, notification: Any) -> None:
+        if isinstance(notification, types.TaskStatusNotification):
+            await self.tasks.on_status(server, notification)
+
+    def _log_task(self, entry: TaskEntry, outcome: str, error_class: str | None) -> None:
+        """The one log row of a task, when it ends: from the call that created it, its real duration."""
+        if self.calllog is None:
+            return
+        ms = (time.perf_counter() - entry.t0) * 1000.0
+        name, version = entry.client
+        self.calllog.record(
+            CallRecord(
+                ts=entry.started,
+                client_name=name,
+                client_version=version,
+                server=entry.server,
+                tool=entry.tool,
+                duration_ms=ms,
+                outcome=outcome,
+                error_class=error_class,
+            )
+        )
 
     def initialization_options(self) -> Any:
         """None: the SDK asks `GatewayServer` at each initialize, so capabilities follow the upstreams."""
@@ -309,13 +371,23 @@ class Gateway:
         call = Call(server="?", tool=params.name)
         return for_era(ctx, await self._record(ctx, call, lambda: self._route_tool(ctx, params, call)))
 
-    async def _record(self, ctx: Any, call: Call, run: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
-        """Run one tools/call, turn failures into isError results, and log who/what/how long/outcome."""
+    async def _record(
+        self,
+        ctx: Any,
+        call: Call,
+        run: Callable[[], Awaitable[dict[str, Any]]],
+        deferred: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> dict[str, Any]:
+        """Run one tools/call, turn failures into isError results, and log who/what/how long/outcome;
+        a result `deferred` says is not the end (a task) is logged when it ends, not here."""
         started, t0 = time.time(), time.perf_counter()
-        outcome, error_class = "ok", None
+        outcome: str | None = "ok"
+        error_class = None
         try:
             result = await run()
-            if result.get("isError"):
+            if deferred is not None and deferred(result):
+                outcome = None
+            elif result.get("isError"):
                 outcome, error_class = "error", "tool_error"
             return result
         except HostError as exc:  # the upstream's JSON-RPC error, as it is (URL elicitation required)
@@ -332,7 +404,7 @@ class Gateway:
             outcome, error_class = "error", type(exc).__name__
             return text_result(f"coffer: internal error while calling {call.tool}: {type(exc).__name__}", True)
         finally:
-            if self.calllog is not None:
+            if self.calllog is not None and outcome is not None:
                 self._log_call(ctx, call, started, (time.perf_counter() - t0) * 1000.0, outcome, error_class)
 
     def _log_call(self, ctx: Any, call: Call, ts: float, ms: float, outcome: str, error_class: str | None) -> None:
@@ -372,6 +444,10 @@ class Gateway:
             m = self.view.merged()
             return await builtins.search_tools(m.visible_tools, m.key, args, self.hidden())
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
+
+
+def _is_task(result: dict[str, Any]) -> bool:
+    return isinstance(result.get("task"), dict)
 
 
 def _usage() -> dict[tuple[str, str], int]:

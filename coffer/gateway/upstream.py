@@ -24,6 +24,7 @@ import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.client.auth.exceptions import OAuthFlowError
+from mcp.client.extension import NotificationBinding
 from pydantic import TypeAdapter
 
 from coffer import __version__
@@ -213,7 +214,11 @@ class Upstream:
                         read, write = await stack.enter_async_context(self._open(exited))
                         opts = await self.pool.client_options(self.name)  # what the host lets us relay
                         self.told = frozenset(cap for cap, key in _TOLD if key in opts)
-                        opts |= {"message_handler": self._on_message, "client_info": CLIENT_INFO}
+                        opts |= {
+                            "message_handler": self._on_message,
+                            "client_info": CLIENT_INFO,
+                            "notification_bindings": [self._task_status_binding()],
+                        }
                         session = await stack.enter_async_context(ClientSession(read, write, self.cfg.timeout, **opts))
                         began = anyio.current_time()
                         init = await session.initialize()
@@ -365,6 +370,16 @@ class Upstream:
         """A listing problem for `coffer doctor` (a tool dropped or repaired), kept per session."""
         if problem not in self.problems:
             self.problems.append(problem)
+
+    def _task_status_binding(self) -> NotificationBinding[types.TaskStatusNotificationParams]:
+        """`notifications/tasks/status` is outside the SDK's notification union: observed by a binding."""
+
+        async def status(params: types.TaskStatusNotificationParams) -> None:
+            self.pool.notice(self, types.TaskStatusNotification(params=params))
+
+        return NotificationBinding(
+            method="notifications/tasks/status", params_type=types.TaskStatusNotificationParams, handler=status
+        )
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, Exception):

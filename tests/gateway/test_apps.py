@@ -42,8 +42,8 @@ async def read(p: RawPeer, uri: str) -> dict[str, Any]:
 
 
 async def test_a_second_server_with_the_same_app_uri_gets_its_own(coffer_home: Path) -> None:
-    register_protocol_server(coffer_home, "alpha", prefix=None)
-    register_protocol_server(coffer_home, "beta", prefix=None)
+    await register_protocol_server(coffer_home, "alpha", prefix=None)
+    await register_protocol_server(coffer_home, "beta", prefix=None)
     argv, env = serve_argv(coffer_home)
     async with raw_peer(argv, env, APPS) as p:
         listed = await tools(p)
@@ -61,7 +61,7 @@ async def test_a_second_server_with_the_same_app_uri_gets_its_own(coffer_home: P
 
 
 async def test_one_server_keeps_its_app_uri(coffer_home: Path) -> None:
-    register_protocol_server(coffer_home, "alpha", prefix=None)
+    await register_protocol_server(coffer_home, "alpha", prefix=None)
     argv, env = serve_argv(coffer_home)
     async with raw_peer(argv, env, APPS) as p:
         assert ui_uri((await tools(p))["alpha__show_ui"]) == "ui://widget/app.html"

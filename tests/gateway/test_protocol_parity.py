@@ -31,7 +31,7 @@ async def peer(via: str, home: Path, capabilities: dict[str, Any] | None = None,
             yield p
         return
     if not (home / "coffer.toml").exists() or "proto" not in registry.load().servers:
-        register_protocol_server(home, "proto", *extra)
+        await register_protocol_server(home, "proto", *extra)
     argv, env = serve_argv(home)
     async with raw_peer(argv, env, capabilities=capabilities) as p:
         yield p

@@ -13,7 +13,7 @@ import pytest
 from coffer.gateway import sdk
 
 ROOT = Path(__file__).resolve().parents[2]
-PRIVATE_NAMES = {"_stamp", "_dispatcher", "_initialize", "_auth_flow", "send_raw_request"}
+PRIVATE_NAMES = {"_stamp", "_dispatcher", "_initialize", "_auth_flow", "send_raw_request", "_connection"}
 
 
 def test_the_installed_sdk_is_the_one_sdk_py_was_written_for() -> None:
