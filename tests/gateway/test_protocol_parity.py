@@ -8,15 +8,12 @@ the host as that error with its `data`, and `notifications/elicitation/complete`
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from coffer.vault import registry
-from tests.fixtures.raw_peer import RawPeer, protocol_argv, raw_peer, register_protocol_server, serve_argv
+from tests.fixtures.raw_peer import RawPeer, protocol_peer
 
 pytestmark = pytest.mark.anyio
 VIAS = pytest.mark.parametrize("via", ["direct", "coffer"])
@@ -24,17 +21,8 @@ TRACE = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01
 URL_HOST = {"elicitation": {"url": {}, "form": {}}}
 
 
-@asynccontextmanager
-async def peer(via: str, home: Path, capabilities: dict[str, Any] | None = None, *extra: str) -> AsyncIterator[RawPeer]:
-    if via == "direct":
-        async with raw_peer(protocol_argv("proto", *extra), capabilities=capabilities) as p:
-            yield p
-        return
-    if not (home / "coffer.toml").exists() or "proto" not in registry.load().servers:
-        await register_protocol_server(home, "proto", *extra)
-    argv, env = serve_argv(home)
-    async with raw_peer(argv, env, capabilities=capabilities) as p:
-        yield p
+def peer(via: str, home: Path, capabilities: dict[str, Any] | None = None) -> Any:
+    return protocol_peer(via, home, capabilities=capabilities)
 
 
 def text_of(response: dict[str, Any]) -> str:

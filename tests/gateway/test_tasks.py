@@ -7,8 +7,6 @@ task cancelled when its host goes, and the bridge for hosts that send no `task`.
 from __future__ import annotations
 
 import shutil
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import pytest
 
 from coffer.manage import servers
 from coffer.vault import registry
-from tests.fixtures.raw_peer import RawPeer, protocol_argv, raw_peer, register_protocol_server, serve_argv
+from tests.fixtures.raw_peer import RawPeer, protocol_argv, protocol_peer, raw_peer, serve_argv
 
 pytestmark = pytest.mark.anyio
 VIAS = pytest.mark.parametrize("via", ["direct", "coffer"])
@@ -27,19 +25,9 @@ NPM = ROOT / ".ci" / "node" / "node_modules" / "@modelcontextprotocol"
 EVERYTHING = NPM / "server-everything" / "dist" / "index.js"
 
 
-@asynccontextmanager
-async def peer(via: str, home: Path, *extra: str, capabilities: dict[str, Any] | None = None) -> AsyncIterator[RawPeer]:
+def peer(via: str, home: Path, *extra: str, capabilities: dict[str, Any] | None = None) -> Any:
     caps = TASK_HOST if capabilities is None else capabilities
-    if via == "direct":
-        async with raw_peer(protocol_argv("proto", *extra), capabilities=caps) as p:
-            yield p
-        return
-    if not (home / "coffer.toml").exists() or "proto" not in registry.load().servers:
-        await register_protocol_server(home, "proto", *extra)
-    argv, env = serve_argv(home)
-    async with raw_peer(argv, env, capabilities=caps) as p:
-        await p.request("tools/list")  # as hosts do: the server is live and catalogued
-        yield p
+    return protocol_peer(via, home, *extra, capabilities=caps, listed=True)
 
 
 def text_of(result: dict[str, Any]) -> str:
