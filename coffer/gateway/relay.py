@@ -35,6 +35,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from coffer.gateway import sdk
+from coffer.gateway.rounds import Round
 from coffer.trust.redact import scrub, scrub_obj
 
 log = logging.getLogger("coffer.relay")
@@ -55,7 +56,11 @@ DEFAULT_LOG_LEVEL: types.LoggingLevel = "info"
 # What an upstream is told of extensions when the host is not known (HTTP): MCP Apps, whose UI a host
 # that cannot show it ignores (the tools work the same).
 MCP_APPS: dict[str, dict[str, Any]] = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
-MAX_ELICITATIONS = 256  # URL elicitations remembered for their completion notification (oldest forgotten)
+MAX_ELICITATIONS = 256
+MODERN_REFUSAL = (
+    "the client speaks 2026-07-28, where a server can ask it for input only as the answer to a tools/call "
+    "(a multi-round-trip result), and this request was not made while one was waiting"
+)  # URL elicitations remembered for their completion notification (oldest forgotten)
 
 
 @dataclass(eq=False)
@@ -64,6 +69,7 @@ class _Origin:
 
     ctx: Any
     pending: set[anyio.CancelScope] = field(default_factory=set)
+    round: Round | None = None  # a 2026-07-28 host's call: what the upstream asks goes back as input_required
 
 
 _connection = sdk.host_connection  # one per stdio host or HTTP session
@@ -114,11 +120,12 @@ class Relay:
         self.note_host(session)
 
     def note_host(self, session: Any) -> None:
-        """The first host seen decides what upstreams are told (a modern one can take no requests)."""
+        """The first host seen decides what upstreams are told. A 2026-07-28 host takes no requests, but
+        is asked through multi-round-trip results during a tools/call (coffer.gateway.rounds), so what
+        it declares is what upstreams are told too."""
         if self._known.is_set():
             return
-        modern = session.protocol_version in MODERN_PROTOCOL_VERSIONS
-        self._caps = None if modern else (session.client_capabilities or types.ClientCapabilities())
+        self._caps = session.client_capabilities or types.ClientCapabilities()
         self._known.set()
 
     def drop_host(self, session: Any) -> None:
@@ -182,9 +189,10 @@ class Relay:
                 self.drop_host(session)
 
     @contextlib.contextmanager
-    def origin(self, server: str, ctx: Any) -> Iterator[None]:
-        """Mark a host request as in flight on `server` while it runs."""
-        origin = _Origin(ctx)
+    def origin(self, server: str, ctx: Any, round_: Round | None = None) -> Iterator[None]:
+        """Mark a host request as in flight on `server` while it runs (`round_`: for a 2026-07-28 host,
+        the round its asks go to: coffer.gateway.rounds)."""
+        origin = _Origin(ctx, round=round_)
         calls = self._calls.setdefault(server, [])
         calls.append(origin)
         try:
@@ -239,7 +247,9 @@ class Relay:
             return _refused(what, server, target)
         session, related, origin = target
         if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return _refused(what, server, "the client speaks 2026-07-28, where servers cannot ask it")
+            if origin is not None and origin.round is not None:  # asked back as a multi-round-trip result
+                return await origin.round.ask(request, result_type)
+            return _refused(what, server, MODERN_REFUSAL)
         reason = gap(session.client_capabilities or types.ClientCapabilities())
         if reason is not None:
             return _refused(what, server, reason)

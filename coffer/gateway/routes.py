@@ -23,6 +23,7 @@ from coffer.gateway import apps
 from coffer.gateway.builtins import SEARCH, CallFailure, HostError
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
+from coffer.gateway.rounds import Round, Rounds, UnknownRound
 from coffer.gateway.tasks import TaskRelay, task_required
 from coffer.gateway.upstream import UpstreamUnavailable
 from coffer.gateway.view import View
@@ -78,6 +79,7 @@ class Router:
         self.pool = pool
         self.relay = relay
         self.tasks = tasks
+        self.rounds = Rounds(pool.spawn)  # 2026-07-28 hosts: asks become input_required results
 
     # ------------------------------------------------------------------ tools/call
 
@@ -103,15 +105,23 @@ class Router:
             name=entry.tool, arguments=params.arguments, _meta=passed_meta(params.meta), task=params.task
         )
         bridged = params.task is None and task_required(entry.raw)
-        try:
-            with self.relay.origin(entry.server, ctx):  # what the upstream asks meanwhile goes to this host
+        progress = _progress(ctx)
+
+        async def run(round_: Round | None = None) -> dict[str, Any]:
+            with self.relay.origin(entry.server, ctx, round_):  # what the upstream asks meanwhile goes to this host
                 if bridged:
-                    result = await self.tasks.run_as_task(up, upstream_params, up.cfg.timeout, _progress(ctx))
-                else:
-                    request = types.CallToolRequest(params=upstream_params)
-                    result = await up.request(request, progress=_progress(ctx))
+                    return await self.tasks.run_as_task(up, upstream_params, up.cfg.timeout, progress)
+                return await up.request(types.CallToolRequest(params=upstream_params), progress=progress)
+
+        try:
+            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # it cannot be asked: asks come back as results
+                result = await self.rounds.run(ctx, ("tools/call", params.name), params, run, up.cfg.timeout)
+            else:
+                result = await run()
         except UpstreamUnavailable as exc:
             raise CallFailure("error", "unavailable", str(exc)) from exc
+        except UnknownRound as exc:  # a JSON-RPC error, as for any bad parameter
+            raise HostError("bad_request_state", exc) from exc
         except MCPError as exc:
             if exc.code == types.REQUEST_TIMEOUT:
                 msg = f"{params.name} timed out after {up.cfg.timeout:g}s; the call was cancelled upstream"

@@ -27,7 +27,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import builtins, knowledge, outbound, paging, profiles
+from coffer.gateway import builtins, knowledge, outbound, paging, profiles, rounds
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
@@ -369,7 +369,8 @@ class Gateway:
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = Call(server="?", tool=params.name)
-        return for_era(ctx, await self._record(ctx, call, lambda: self._route_tool(ctx, params, call)))
+        result = await self._record(ctx, call, lambda: self._route_tool(ctx, params, call), deferred=rounds.interim)
+        return for_era(ctx, result)
 
     async def _record(
         self,

@@ -1,0 +1,67 @@
+"""2026-07-28 hosts take no requests from servers: what an older upstream asks in the middle of a call
+reaches them as that revision's multi-round-trip result (InputRequiredResult), and the SDK's own client
+answers it and retries. Before this bridge the upstream was refused ("servers cannot ask it")."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import StdioServerParameters, stdio_client
+from mcp.client.client import Client
+
+from tests.fixtures.gateway_harness import add_fixture, serve_env
+
+pytestmark = pytest.mark.anyio
+
+
+def params(home: Path) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=["-m", "coffer", "serve"], env=serve_env(home))
+
+
+async def elicit(ctx: Any, request: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def sample(ctx: Any, request: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    return types.CreateMessageResult(role="assistant", model="m", content=types.TextContent(type="text", text="hello"))
+
+
+async def roots(ctx: Any) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
+
+
+async def test_a_modern_host_is_asked_through_input_required_results(coffer_home: Path, tmp_path: Path) -> None:
+    add_fixture(coffer_home, "alpha", "relay")
+    with open(tmp_path / "stderr", "w") as errlog:
+        client = Client(
+            stdio_client(params(coffer_home), errlog=errlog),
+            mode="auto",
+            cache=None,
+            elicitation_callback=elicit,
+            sampling_callback=sample,
+            list_roots_callback=roots,
+        )
+        async with client:
+            assert client.protocol_version == "2026-07-28"
+            answered = await client.call_tool("alpha__ask_user")
+            assert not answered.is_error and answered.content[0].text == "accept: Ada"  # type: ignore[union-attr]
+            sampled = await client.call_tool("alpha__ask_model", {"prompt": "hi"})
+            assert sampled.content[0].text == "model said: hello"  # type: ignore[union-attr]
+            listed = await client.call_tool("alpha__roots")
+            assert listed.content[0].text == "file:///work/project"  # type: ignore[union-attr]
+    from coffer.log import calls
+
+    rows = [r for r in calls.query(calls.open_log()) if r["tool"] in ("ask_user", "ask_model", "roots")]
+    assert sorted((r["tool"], r["outcome"]) for r in rows) == [("ask_model", "ok"), ("ask_user", "ok"), ("roots", "ok")]
+
+
+async def test_a_request_state_from_elsewhere_is_refused(coffer_home: Path, tmp_path: Path) -> None:
+    add_fixture(coffer_home, "alpha", "relay")
+    with open(tmp_path / "stderr", "w") as errlog:
+        async with Client(stdio_client(params(coffer_home), errlog=errlog), mode="auto", cache=None) as client:
+            with pytest.raises(Exception, match="unknown or expired requestState"):
+                await client.session.call_tool("alpha__echo", {"text": "x"}, request_state="forged", input_responses={})
