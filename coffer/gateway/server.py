@@ -22,7 +22,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
@@ -96,6 +98,7 @@ class Gateway:
         )
         self.view = View(builtins.tool_definitions(), on_sync=self.pool.sync)
         self.tasks = TaskRelay(self.pool.get, self.pool.spawn, self._log_task)  # tasks (coffer.gateway.tasks)
+        self.bus = InMemorySubscriptionBus()  # list changes for 2026-07-28 hosts' subscriptions/listen streams
         self.relay.on_notice = self._on_notice
         self.router = Router(self.view, self.pool, self.relay, self.tasks)
         self._snapshot_lock = anyio.Lock()
@@ -200,6 +203,12 @@ class Gateway:
         return for_era(ctx, {})
 
     async def _announce(self, changed: frozenset[str]) -> None:
+        """list_changed to every legacy host, and onto the `subscriptions/listen` streams of 2026-07-28 hosts."""
+        for kind, event in (("tools", ToolsListChanged()), ("prompts", PromptsListChanged())):
+            if kind in changed:
+                await self.bus.publish(event)
+        if changed & {"resources", "resource_templates"}:
+            await self.bus.publish(ResourcesListChanged())
         senders = []
         if "tools" in changed:
             senders.append("send_tool_list_changed")
@@ -243,6 +252,7 @@ class Gateway:
                 on_set_logging_level=self._set_level,
                 on_subscribe_resource=self.router.subscribe,
                 on_unsubscribe_resource=self.router.unsubscribe,
+                on_subscriptions_listen=ListenHandler(self.bus),
                 adjust=self._capabilities,
             )
         server.middleware.append(self._task_calls)

@@ -65,3 +65,23 @@ async def test_a_request_state_from_elsewhere_is_refused(coffer_home: Path, tmp_
         async with Client(stdio_client(params(coffer_home), errlog=errlog), mode="auto", cache=None) as client:
             with pytest.raises(Exception, match="unknown or expired requestState"):
                 await client.session.call_tool("alpha__echo", {"text": "x"}, request_state="forged", input_responses={})
+
+
+async def test_a_modern_host_hears_list_changes_on_its_listen_stream(coffer_home: Path, tmp_path: Path) -> None:
+    """2026-07-28 has no standing notifications: a host opens `subscriptions/listen` and the gateway puts
+    its merged lists' changes there (an upstream that grew a tool)."""
+    import anyio
+    from mcp.shared.subscriptions import ToolsListChanged
+
+    add_fixture(coffer_home, "alpha")
+    with open(tmp_path / "stderr", "w") as errlog:
+        async with Client(stdio_client(params(coffer_home), errlog=errlog), mode="auto", cache=None) as client:
+            await client.list_tools()
+            async with client.listen(tools_list_changed=True) as sub:
+                assert sub.honored.tools_list_changed
+                added = (await client.call_tool("alpha__grow")).content[0].text  # type: ignore[union-attr]
+                with anyio.fail_after(10):
+                    event = await sub.__anext__()
+                assert isinstance(event, ToolsListChanged)
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert f"alpha__{added}" in names
