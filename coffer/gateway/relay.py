@@ -6,9 +6,11 @@ and send `notifications/message` logs. Nothing in such a message names the reque
 upstream, the host requests Coffer has in flight on it. A request from the upstream goes to the host
 of those calls, scoped to the oldest one (on streamable HTTP it rides that call's response stream)
 and cancelled when that call ends; with no call in flight it goes on the standalone channel of the
-one connected host. Refused, with a reason the upstream can report: a host that did not declare
-the capability, a 2026-07-28 host (no server-to-client requests there), and a request that could
-belong to calls of two different hosts, which is never guessed.
+one connected host. A 2026-07-28 host takes no requests: during its tools/call the request goes back
+to it as a multi-round-trip result (coffer.gateway.rounds). Refused, with a reason the upstream can
+report: a host that did not declare the capability, a 2026-07-28 host outside a tools/call, and a
+request that could belong to calls of two different hosts, which is never guessed. URL elicitations
+are remembered, so their `notifications/elicitation/complete` reaches the host that got them.
 
 Upstreams are told only what the host declared (their capabilities are fixed at their handshake),
 so a server that falls back when its client cannot sample keeps doing so. `host_wait` bounds how
