@@ -22,6 +22,7 @@ LAYER = {
     "coffer.memory": 3,
     "coffer.gateway": 4,
     "coffer.clients": 5,
+    "coffer.engine": 5,
     "coffer.manage": 6,
     "coffer.examples": 6,
     "coffer.cli": 7,

@@ -26,6 +26,13 @@ def serve(
     print_token: Annotated[
         bool, typer.Option("--print-token", help="Print the HTTP bearer token (created on first use) and exit.")
     ] = False,
+    engine: Annotated[
+        bool,
+        typer.Option(
+            "--engine",
+            help="Through the vault's engine (started on demand): every session shares one process per server.",
+        ),
+    ] = False,
 ) -> None:
     """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
     if print_token:
@@ -37,10 +44,16 @@ def serve(
         raise UsageError(f"invalid port {http}: expected 1-65535")
     if no_auth and http is None:
         raise UsageError("--no-auth only applies to --http")
+    if engine and http is not None:
+        raise UsageError("--engine serves stdio hosts; `serve --http` runs its own gateway")
     if profile is not None:
         from coffer.vault import registry
 
         registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
+    if engine:
+        from coffer.engine import front
+
+        front.run(profile)
     from coffer.gateway.serve import run
 
     run(http_port=http, profile=profile, auth=not no_auth)

@@ -17,6 +17,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -44,8 +45,8 @@ from coffer.memory.store import index_resources
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.trust.redact import scrub
-from coffer.vault import catalogue, registry
-from coffer.vault.registry import Registry
+from coffer.vault import catalogue
+from coffer.vault.registry import Profile, Registry
 
 log = logging.getLogger("coffer.gateway")
 
@@ -88,9 +89,9 @@ class Gateway:
         """`host_wait`: how long upstream handshakes wait for the host's capabilities (None: many hosts);
         `profile`: the `[profiles.NAME]` whose tools are advertised (coffer.gateway.profiles)."""
         self.calllog = calllog
-        self.profile_name = profile
-        self.profile: registry.Profile | None = None
-        self._shown: profiles.Advertised | None = None  # chosen once per run: clients keep their first list
+        self.profile_name = profile  # the default; an engine session names its own (`session_profile`)
+        self._profiles: dict[str, Profile] = {}
+        self._shown: dict[str, profiles.Advertised] = {}  # chosen once per profile: clients keep their first list
         self.discovery_budget = discovery_budget
         self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.gateway.relay)
         self.pool = Pool(
@@ -114,7 +115,7 @@ class Gateway:
                 self.view.load_snapshot()
                 reg = self.view.current_registry()
                 if self.profile_name is not None:
-                    self.profile = reg.profile(self.profile_name)
+                    self._profiles[self.profile_name] = reg.profile(self.profile_name)
                 try:
                     yield self
                 finally:  # before the upstreams stop: a task nobody can collect is cancelled where it runs
@@ -337,29 +338,44 @@ class Gateway:
         await self._await_discovery(unfit)
         return self.view.merged(without={s for s in unfit if s not in self.view.live})
 
+    @property
+    def profile(self) -> Profile | None:
+        """The profile of the session being served: its own (an engine session's), else `--profile`."""
+        name = session_profile.get() or self.profile_name
+        if name is None:
+            return None
+        if name not in self._profiles:
+            self._profiles[name] = self.view.current_registry().profile(name)
+        return self._profiles[name]
+
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
         merged = await self._listing(ctx)
-        if self.profile is None:
+        profile = self.profile
+        if profile is None:
             return for_era(ctx, self._page("tools", merged.tools_result, params), cacheable=True)
-        if self._shown is None:  # decided once, at the first list: stable while the log changes
+        shown = self._shown.get(profile.name)
+        if shown is None:  # decided once, at the first list: stable while the log changes
             usage = await anyio.to_thread.run_sync(_usage)
             order = list(self.view.registry.servers)
-            self._shown = profiles.select(self.profile, merged.visible_tools, len(self.view.builtins), usage, order)
+            shown = profiles.select(profile, merged.visible_tools, len(self.view.builtins), usage, order)
+            self._shown[profile.name] = shown
         listed = profiles.tools_result(
             self.view.builtins,
             builtins.call_tool_definition(),
             merged.visible_tools,
-            self._shown,
-            self.profile.max_tools,
+            shown,
+            profile.max_tools,
         )
         return for_era(ctx, self._page("tools", listed, params), cacheable=True)
 
     def hidden(self) -> frozenset[str]:
         """Visible tools this client's profile does not advertise (reachable through coffer__call_tool)."""
-        if self.profile is None or self._shown is None:
+        profile = self.profile
+        shown = self._shown.get(profile.name) if profile is not None else None
+        if shown is None:
             return frozenset()
-        return frozenset(t.name for t in self.view.merged().visible_tools) - set(self._shown.names)
+        return frozenset(t.name for t in self.view.merged().visible_tools) - set(shown.names)
 
     async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         merged = await self._listing(ctx)
@@ -455,6 +471,11 @@ class Gateway:
             m = self.view.merged()
             return await builtins.search_tools(m.visible_tools, m.key, args, self.hidden())
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
+
+
+# The profile of the session a handler serves, when it is not the gateway's (`coffer.engine`: each
+# front names its own). Set around a session's `server.run`; the tasks it starts inherit it.
+session_profile: ContextVar[str | None] = ContextVar("coffer_session_profile", default=None)
 
 
 def _is_task(result: dict[str, Any]) -> bool:

@@ -85,6 +85,22 @@ _CHANGED: dict[type[Any], str] = {
 }
 
 
+class _Mirror(set[int]):
+    """The pids of one upstream's processes, kept in the pool's set too (its stop and `coffer status`)."""
+
+    def __init__(self, *others: set[int]) -> None:
+        super().__init__()
+        self._others = others
+
+    def add(self, pid: int) -> None:
+        for other in self._others:
+            other.add(pid)
+
+    def discard(self, pid: object) -> None:
+        for other in self._others:
+            other.discard(pid)
+
+
 class State(StrEnum):
     IDLE = "idle"
     STARTING = "starting"
@@ -134,6 +150,7 @@ class Upstream:
         self._auth: Any = None  # the OAuth provider of the current HTTP connection, if any
         self.problems: list[str] = []  # what its listing had to drop or repair (coffer doctor)
         self.told: frozenset[str] = frozenset()  # host capabilities this session was told of (coffer.gateway.relay)
+        self.pids: set[int] = set()  # its processes now (the supervisor, on Linux), for `coffer status`
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -317,7 +334,9 @@ class Upstream:
         self.stats.secrets = tuple(extra.values())
         env = child_env(extra)
         argv = [self._program(env), *cfg.args]
-        async with stdio_pipe(argv, env, cfg.cwd, self.stats, exited.set, self.pool.pids) as streams:
+        async with stdio_pipe(
+            argv, env, cfg.cwd, self.stats, exited.set, _Mirror(self.pool.pids, self.pids)
+        ) as streams:
             yield streams
 
     def _program(self, env: dict[str, str]) -> str:

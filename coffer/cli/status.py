@@ -1,0 +1,53 @@
+"""`coffer status`: the vault's engine, its sessions and the upstream processes it holds."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+import typer
+
+from coffer.cli import render
+from coffer.cli._app import app
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+
+
+@app.command()
+def status(
+    as_json: JsonOpt = False,
+    stop: Annotated[bool, typer.Option("--stop", help="Stop the engine (its upstreams stop with it).")] = False,
+) -> None:
+    """Show the engine behind `coffer serve --engine`: its sessions, each upstream's pids, share mode, memory."""
+    from coffer.engine import control
+
+    if stop:
+        stopped = control.stop()
+        if as_json:
+            render.print_json({"version": render.JSON_VERSION, "stopped": stopped})
+        else:
+            render.say("engine stopped" if stopped else "no engine is running for this vault")
+        return
+    state = control.status()
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "engine": state})
+        return
+    if state is None:
+        render.say("no engine is running for this vault (`coffer serve --engine` starts one)")
+        return
+    engine = state["engine"]
+    up_for = time.time() - float(engine["started"])
+    render.kv(
+        [
+            ("pid", engine["pid"]),
+            ("up", f"{up_for:.0f} s"),
+            ("sessions", len(state["sessions"])),
+            ("memory (PSS)", f"{engine['pss_kib'] / 1024:.1f} MiB"),
+        ],
+        title="engine",
+    )
+    rows = [
+        (u["name"], u["state"], u["share"], " ".join(str(p) for p in u["pids"]), f"{u['pss_kib'] / 1024:.1f} MiB")
+        for u in state["upstreams"]
+    ]
+    render.table(["server", "state", "share", "pids", "memory (PSS)"], rows, title="upstreams")

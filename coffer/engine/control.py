@@ -1,0 +1,45 @@
+"""Asking a running engine what it holds (`coffer status`) or to stop (`coffer status --stop`)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+from coffer.engine import place
+
+TIMEOUT_S = 5.0
+
+
+def _ask(message: dict[str, Any], reply: bool) -> dict[str, Any] | None:
+    path = place.socket_path()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(TIMEOUT_S)
+        try:
+            sock.connect(str(path))
+        except OSError:
+            return None  # no engine runs for this vault
+        sock.sendall(json.dumps(message).encode() + b"\n")
+        if not reply:
+            return {}
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def status() -> dict[str, Any] | None:
+    """The engine's pid, sessions and upstreams (pids, share mode, memory); None when none runs."""
+    return _ask({"coffer": "status"}, reply=True)
+
+
+def stop() -> bool:
+    """Tell the engine to stop (its upstreams stop with it); False when none runs."""
+    return _ask({"coffer": "stop"}, reply=False) is not None

@@ -1,0 +1,238 @@
+"""The engine process: one gateway, every upstream once, one MCP session per connected front.
+
+Run as `python -m coffer.engine.daemon` (the front starts it detached). Each connection on the socket
+starts with one JSON line saying what it is: `{"coffer": "front", "profile": ...}` is followed by the
+host's MCP stream, served like `coffer serve`'s stdio (each message parsed once, answers written as
+bytes); `{"coffer": "status"}` gets one JSON line back (`coffer status`); `{"coffer": "stop"}` ends
+the engine. A connection from another user is closed at once (`SO_PEERCRED`). The engine exits after
+`COFFER_ENGINE_IDLE` seconds with no session (0: when the last one ends), on SIGTERM/SIGINT, or when
+told to stop; every upstream stops with it (a `kill -9` included: coffer.gateway.reaper).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from coffer.engine import place
+from coffer.gateway.reaper import tree
+from coffer.gateway.serve import _serve_pipes, _setup_logging, _StdinLines, _StdoutWire
+from coffer.gateway.server import Gateway, session_profile
+
+log = logging.getLogger("coffer.engine")
+HEADER_LIMIT = 4096
+FIRST_SESSION_GRACE_S = 10.0  # a new engine waits this long for the front that started it, whatever the idle
+
+
+@dataclass
+class Session:
+    """One connected front, for `coffer status`."""
+
+    pid: int | None
+    profile: str | None
+    since: float = field(default_factory=time.time)
+
+
+class Engine:
+    def __init__(self, gateway: Gateway, idle_s: float) -> None:
+        self.gateway = gateway
+        self.idle_s = idle_s
+        self.sessions: dict[int, Session] = {}
+        self.started = time.time()
+        self.changed = anyio.Event()
+        self.stop = anyio.Event()
+        self._ids = 0
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    def _touch(self) -> None:
+        self.changed.set()
+        self.changed = anyio.Event()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        self._writers.add(writer)
+        try:
+            if _peer_uid(sock) != os.getuid():
+                return
+            header = await reader.readline()
+            if len(header) > HEADER_LIMIT or not header.endswith(b"\n"):
+                return
+            try:
+                hello = json.loads(header)
+            except ValueError:
+                return
+            kind = hello.get("coffer") if isinstance(hello, dict) else None
+            if kind == "status":
+                writer.write(json.dumps(self.status()).encode() + b"\n")
+                await writer.drain()
+            elif kind == "stop":
+                self.stop.set()
+            elif kind == "front":
+                await self._serve(hello, reader, writer)
+        finally:
+            self._writers.discard(writer)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def close_all(self) -> None:
+        """End every connection (the engine is stopping): each front sees its engine go and reattaches."""
+        for writer in list(self._writers):
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _serve(self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._ids += 1
+        key = self._ids
+        profile = hello.get("profile") if isinstance(hello.get("profile"), str) else None
+        pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
+        self.sessions[key] = Session(pid, profile)
+        self._touch()
+        token = session_profile.set(profile)  # the handlers of this session see its profile
+        try:
+            await _serve_pipes(self.gateway, _StdinLines(reader), _StdoutWire(writer))
+        except (ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            session_profile.reset(token)
+            del self.sessions[key]
+            self._touch()
+
+    def status(self) -> dict[str, Any]:
+        """What `coffer status` shows: this process, its sessions, each upstream's process and memory."""
+        ups = []
+        for name, up in sorted(self.gateway.pool.upstreams.items()):
+            pids = sorted(up.pids)
+            ups.append(
+                {
+                    "name": name,
+                    "state": up.state.value,
+                    "share": "shared",
+                    "pids": pids,
+                    "pss_kib": sum(_pss_kib(p) for p in _tree(pids)),
+                    "transport": up.cfg.transport,
+                }
+            )
+        return {
+            "version": 1,
+            "engine": {"pid": os.getpid(), "started": self.started, "pss_kib": _pss_kib(os.getpid())},
+            "sessions": [{"pid": s.pid, "profile": s.profile, "since": s.since} for s in self.sessions.values()],
+            "upstreams": ups,
+        }
+
+    async def watch_idle(self) -> None:
+        """Stop after `idle_s` seconds in a row without a session (a new engine first waits for the
+        front that started it)."""
+        first = True
+        while not self.stop.is_set():
+            changed = self.changed
+            if self.sessions:
+                first = False
+                await changed.wait()
+                continue
+            with anyio.move_on_after(max(self.idle_s, FIRST_SESSION_GRACE_S) if first else self.idle_s):
+                await changed.wait()
+            if not self.sessions and not changed.is_set():
+                self.stop.set()
+
+
+def _peer_uid(sock: socket.socket | None) -> int | None:
+    """The connecting process's uid (Linux `SO_PEERCRED`); None where that cannot be read."""
+    if sock is None or not hasattr(socket, "SO_PEERCRED"):
+        return os.getuid() if sock is not None else None  # elsewhere the socket's 0600 mode is the guard
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    return int(uid)
+
+
+def _tree(roots: list[int]) -> list[int]:
+    """`roots` and every process below them (the supervisor, the server, its workers)."""
+    return [p for root in roots for p in (root, *tree(root))]
+
+
+def _pss_kib(pid: int) -> int:
+    """Proportional set size in KiB (shared pages split between their users); 0 when unreadable."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+async def _main() -> None:
+    from coffer.log.calls import CallLog
+
+    path = place.socket_path()
+    calllog = CallLog.open()
+    gateway = Gateway(calllog=calllog, host_wait=None)  # many hosts: each request is decided on its own
+    engine = Engine(gateway, place.idle_seconds())
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a socket left by an engine that was killed (the lock says nobody else is starting)
+    old = os.umask(0o177)
+    try:
+        server = await asyncio.start_unix_server(engine.handle, path=str(path))
+    finally:
+        os.umask(old)
+    os.chmod(path, 0o600)
+    ours = path.stat().st_ino
+
+    def unlisten() -> None:
+        """Stop taking fronts first (a new one starts a new engine), then end the sessions."""
+        server.close()
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_ino == ours:  # not a newer engine's socket
+                path.unlink()
+        engine.close_all()
+
+    try:
+        async with gateway.running(), anyio.create_task_group() as tg:
+            tg.start_soon(engine.watch_idle)
+            tg.start_soon(_watch_signals, engine.stop)
+            await engine.stop.wait()
+            unlisten()
+            tg.cancel_scope.cancel()
+    finally:
+        unlisten()
+        await anyio.to_thread.run_sync(calllog.close)
+
+
+async def _watch_signals(stop: anyio.Event) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            stop.set()
+            return
+
+
+def main() -> None:
+    if os.fork() > 0:  # detach: the front that started us waits for the socket, not for this process
+        os._exit(0)
+    _setup_logging()
+    code = 0
+    try:
+        anyio.run(_main)
+    except KeyboardInterrupt:
+        pass
+    except BaseException as exc:
+        log.error("the engine stopped: %s: %s", type(exc).__name__, exc)
+        code = 1
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    os._exit(code)  # worker threads must not keep a stopped engine alive
+
+
+if __name__ == "__main__":
+    main()

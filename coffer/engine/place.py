@@ -1,0 +1,62 @@
+"""Where a vault's engine listens: a Unix socket in the user's runtime directory, one per vault.
+
+The path is short on purpose (a Unix socket path has about 107 bytes): the runtime directory
+(`$XDG_RUNTIME_DIR/coffer`, else `/tmp/coffer-<uid>`, made 0700 and refused when another user owns
+it) and a name derived from the vault's registry path, so each `COFFER_HOME` has its own engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from pathlib import Path
+
+from coffer.errors import CofferError
+from coffer.vault import paths
+
+IDLE_ENV = "COFFER_ENGINE_IDLE"
+DEFAULT_IDLE_S = 600.0
+
+
+def runtime_dir() -> Path:
+    """The private directory for sockets and locks. Raises CofferError when it is not ours."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    root = Path(base) / "coffer" if base and Path(base).is_dir() else Path(f"/tmp/coffer-{os.getuid()}")
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise CofferError(f"{root} is not a directory of this user: refusing to put the engine's socket there")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(root, 0o700)
+    return root
+
+
+def vault_key() -> str:
+    """One engine per vault: a short digest of the registry's real path."""
+    return hashlib.sha256(str(paths.registry_path().resolve()).encode()).hexdigest()[:16]
+
+
+def socket_path() -> Path:
+    return runtime_dir() / f"engine-{vault_key()}.sock"
+
+
+def lock_path() -> Path:
+    return runtime_dir() / f"engine-{vault_key()}.lock"
+
+
+def log_path() -> Path:
+    """The engine's stderr (its own warnings and its upstreams' are on the upstreams' own tails)."""
+    return paths.data_dir() / "engine.log"
+
+
+def idle_seconds() -> float:
+    """`COFFER_ENGINE_IDLE`: seconds without a session before the engine exits (default 600)."""
+    raw = os.environ.get(IDLE_ENV)
+    try:
+        value = float(raw) if raw else DEFAULT_IDLE_S
+    except ValueError:
+        raise CofferError(f"{IDLE_ENV} must be a number of seconds, not {raw!r}") from None
+    if value < 0:
+        raise CofferError(f"{IDLE_ENV} must be a number of seconds >= 0, not {raw!r}")
+    return value

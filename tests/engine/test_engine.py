@@ -1,0 +1,200 @@
+"""The engine: five `coffer serve --engine` sessions on one vault start each upstream once, and what is
+one session's stays that session's (its sampling requests, its profile), while list changes reach all.
+
+Real processes throughout: SDK client sessions over stdio to the front, the engine it starts, fixture
+upstreams that record their pid (`start:PID` in an events file). Each test's vault has its own engine
+(the socket name is derived from the vault), stopped at the end of the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from typer.testing import CliRunner
+
+from coffer.engine import control, place
+from coffer.vault import catalogue
+from tests.conftest import run_cli
+from tests.fixtures.gateway_harness import Served, add_fixture, alive, descendants, read_events, serve, text, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+def status() -> dict[str, Any]:
+    state = control.status()
+    assert state is not None, "no engine answers"
+    return state
+
+
+def engine_pid() -> int | None:
+    state = control.status()
+    return None if state is None else int(state["engine"]["pid"])
+
+
+@pytest.fixture(autouse=True)
+def stop_engine(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(place.IDLE_ENV, "30")
+    yield
+    pid = engine_pid()
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+
+
+@asynccontextmanager
+async def sessions(home: Path, n: int, **kw: Any) -> AsyncIterator[list[Served]]:
+    async with AsyncExitStack() as stack:
+        yield [await stack.enter_async_context(serve(home, args=("--engine",), **kw)) for _ in range(n)]
+
+
+def catalogued() -> bool:
+    snap = catalogue.load_snapshot()
+    return snap is not None and "alpha" in snap.servers and bool(snap.servers["alpha"].tools)
+
+
+def starts(events: Path) -> list[str]:
+    return [e for e in read_events(events) if e.startswith("start:")]
+
+
+async def test_five_sessions_start_each_upstream_once(coffer_home: Path, tmp_path: Path) -> None:
+    events_a, events_b = tmp_path / "a.txt", tmp_path / "b.txt"
+    add_fixture(coffer_home, "alpha", events=events_a)
+    add_fixture(coffer_home, "beta", events=events_b)
+    async with sessions(coffer_home, 5) as served:
+        for i, s in enumerate(served):
+            assert text(await s.call("alpha__echo", {"text": f"s{i}"})) == f"s{i}"
+            assert text(await s.call("beta__echo", {"text": f"b{i}"})) == f"b{i}"
+        assert len(starts(events_a)) == 1 and len(starts(events_b)) == 1
+        state = status()
+        assert len(state["sessions"]) == 5
+        ups = {u["name"]: u for u in state["upstreams"]}
+        assert ups["alpha"]["state"] == "ready" and ups["alpha"]["share"] == "shared" and ups["alpha"]["pids"]
+        engine = int(state["engine"]["pid"])
+        parent = Path(f"/proc/{engine}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        assert b"serve" not in Path(f"/proc/{parent}/cmdline").read_bytes()  # no front owns it (it forked off)
+        assert {int(p) for u in ups.values() for p in u["pids"]} <= descendants(engine)
+
+
+async def test_a_sampling_request_goes_to_the_session_that_made_the_call(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha", "relay")
+    asked: list[str] = []
+
+    def sampler(name: str) -> Any:
+        async def sample(ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+            asked.append(name)
+            reply = types.TextContent(type="text", text=f"from {name}")
+            return types.CreateMessageResult(role="assistant", model="m", content=reply)
+
+        return sample
+
+    async with AsyncExitStack() as stack:
+        one = await stack.enter_async_context(serve(coffer_home, args=("--engine",), sampling=sampler("one")))
+        two = await stack.enter_async_context(serve(coffer_home, args=("--engine",), sampling=sampler("two")))
+        assert text(await two.call("alpha__ask_model")) == "model said: from two"
+        assert text(await one.call("alpha__ask_model")) == "model said: from one"
+    assert asked == ["two", "one"]
+
+
+async def test_list_changes_reach_every_session(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    async with sessions(coffer_home, 3) as served:
+        for s in served:
+            await s.tool_names()
+        grown = text(await served[0].call("alpha__grow"))
+        for s in served:
+            await wait_for(
+                lambda s=s: any(isinstance(n, types.ToolListChangedNotification) for n in s.notifications),
+                what="list_changed in every session",
+            )
+            assert f"alpha__{grown}" in await s.tool_names()
+
+
+async def test_each_session_lists_its_own_profile(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "profile", "add", "lookup", "--mode", "search"))
+    async with AsyncExitStack() as stack:
+        everything = await stack.enter_async_context(serve(coffer_home, args=("--engine",)))
+        small = await stack.enter_async_context(serve(coffer_home, args=("--engine", "--profile", "lookup")))
+        assert "alpha__echo" in await everything.tool_names()
+        names = await small.tool_names()
+        assert "alpha__echo" not in names and "coffer__search_tools" in names
+
+
+async def test_a_vault_edit_reaches_the_running_engine(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    async with sessions(coffer_home, 2) as served:
+        assert not (await served[0].call("alpha__echo", {"text": "x"})).is_error
+        await wait_for(catalogued, what="the engine to catalogue alpha")  # `disable` checks the tool exists
+        await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "disable", "alpha__echo"))
+        refused = await served[1].call("alpha__echo", {"text": "x"})
+        assert refused.is_error and "disabled" in text(refused)
+
+
+async def test_the_engine_exits_when_idle_and_its_upstreams_with_it(
+    coffer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(place.IDLE_ENV, "0.5")
+    events = tmp_path / "events.txt"
+    add_fixture(coffer_home, "alpha", events=events)
+    async with sessions(coffer_home, 1) as served:
+        await served[0].call("alpha__echo", {"text": "x"})
+        engine = engine_pid()
+        assert engine is not None
+        upstream = int(starts(events)[0].split(":")[1])
+    await wait_for(lambda: not alive(engine), timeout=15, what="the idle engine to exit")
+    await wait_for(lambda: not alive(upstream), timeout=10, what="its upstream to be gone")
+    assert not place.socket_path().exists()
+
+
+async def test_kill_9_of_the_engine_leaves_no_upstream_and_the_front_reattaches(
+    coffer_home: Path, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    add_fixture(coffer_home, "alpha", "spawn_child", events=events)
+    async with sessions(coffer_home, 1) as served:
+        await served[0].call("alpha__echo", {"text": "x"})
+        engine = engine_pid()
+        assert engine is not None
+        tree = descendants(engine)
+        assert len(tree) >= 2
+        os.kill(engine, signal.SIGKILL)
+        await wait_for(lambda: not any(alive(p) for p in tree), timeout=10, what="every upstream process to be gone")
+        again = await served[0].call("alpha__echo", {"text": "after"})  # a new engine, the same host session
+        assert text(again) == "after"
+        assert engine_pid() not in (None, engine)
+
+
+async def test_the_socket_is_private(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    async with sessions(coffer_home, 1):
+        path = place.socket_path()
+        assert path.stat().st_mode & 0o777 == 0o600
+        assert path.parent.stat().st_mode & 0o777 == 0o700
+        assert len(str(path)) < 100
+
+
+async def test_coffer_status_shows_the_engine_and_can_stop_it(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    runner = CliRunner()
+    none = await anyio.to_thread.run_sync(lambda: run_cli(runner, "status"))
+    assert "no engine is running" in none.stderr  # type: ignore[attr-defined]
+    async with sessions(coffer_home, 2) as served:
+        await served[0].call("alpha__echo", {"text": "x"})
+        shown = await anyio.to_thread.run_sync(lambda: run_cli(runner, "status", "--json"))
+        state = json.loads(shown.stdout)["engine"]  # type: ignore[attr-defined]
+        assert len(state["sessions"]) == 2
+        (alpha,) = state["upstreams"]
+        assert alpha["name"] == "alpha" and alpha["share"] == "shared" and alpha["pss_kib"] > 0
+        table = await anyio.to_thread.run_sync(lambda: run_cli(runner, "status"))
+        assert "alpha" in table.stdout and "shared" in table.stdout  # type: ignore[attr-defined]
+        engine = int(state["engine"]["pid"])
+        await anyio.to_thread.run_sync(lambda: run_cli(runner, "status", "--stop"))
+        await wait_for(lambda: not alive(engine), timeout=15, what="the engine to stop")
