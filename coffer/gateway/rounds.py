@@ -27,6 +27,7 @@ import mcp_types as types
 from mcp import MCPError
 
 FORGET_S = 60.0
+UNKNOWN_STATE = "unknown or expired requestState: call again without it"
 _keys = itertools.count(1)
 
 
@@ -104,6 +105,15 @@ class Rounds:
         else:
             round_ = self._resume(ctx, key, state, getattr(params, "input_responses", None) or {})
         return await self._wait(round_)
+
+    def check(self, key: tuple[str, str], params: Any) -> None:
+        """Raises UnknownRound when `params` carries a `requestState` of no round of this request."""
+        state = getattr(params, "request_state", None)
+        round_ = self._rounds.get(state) if state is not None else None
+        if state is not None and (round_ is None or round_.key != key):
+            raise UnknownRound(
+                code=types.INVALID_PARAMS, message="unknown or expired requestState: call again without it"
+            )
 
     def _resume(self, ctx: Any, key: tuple[str, str], state: str, answers: dict[str, Any]) -> Round:
         round_ = self._rounds.get(state)

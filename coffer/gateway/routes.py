@@ -91,6 +91,10 @@ class Router:
         task upstream and answered as a plain call (the bridge).
         """
         view = self.view
+        try:  # a retry's requestState is checked before anything starts
+            self.rounds.check(("tools/call", params.name), params)
+        except UnknownRound as exc:
+            raise HostError("bad_request_state", exc) from exc
         entry = await self._resolve(params.name, call)
         call.server, call.tool = entry.server, entry.tool
         reason = view.refusal(entry.server, entry.tool, entry.name)
