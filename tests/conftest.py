@@ -15,6 +15,9 @@ PYTHON = sys.executable
 # A developer venv may have the optional MiniLM model and CI has not: rank as CI does, in this process
 # (module-scoped fixtures included) and in the subprocesses it starts. MiniLM tests ask for it by name.
 os.environ["COFFER_EMBEDDINGS"] = "wordllama"
+# `coffer serve` goes through the vault's engine: one a test (or a module's gateway) started exits a few
+# seconds after its last session instead of ten minutes, so engines never pile up over the suite.
+os.environ["COFFER_ENGINE_IDLE"] = "3"
 
 
 @pytest.fixture(autouse=True)
@@ -23,6 +26,14 @@ def coffer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     home = tmp_path / "vault"
     monkeypatch.setenv("COFFER_HOME", str(home))
     yield home
+    _stop_engine()
+
+
+def _stop_engine() -> None:
+    """A test's `coffer serve` started its vault's engine: it ends with the test, upstreams and all."""
+    from coffer.engine import control
+
+    control.stop()
 
 
 @pytest.fixture

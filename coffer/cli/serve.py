@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
 from coffer.cli._app import app
 from coffer.errors import UsageError
+
+STANDALONE_ENV = "COFFER_STANDALONE"  # "1": every `coffer serve` runs in-process (as --standalone)
 
 
 @app.command()
@@ -26,12 +29,15 @@ def serve(
     print_token: Annotated[
         bool, typer.Option("--print-token", help="Print the HTTP bearer token (created on first use) and exit.")
     ] = False,
-    engine: Annotated[
+    standalone: Annotated[
         bool,
         typer.Option(
-            "--engine",
-            help="Through the vault's engine (started on demand): every session shares one process per server.",
+            "--standalone",
+            help="Run the gateway and every server in this process, not through the vault's shared engine.",
         ),
+    ] = False,
+    engine: Annotated[
+        bool, typer.Option("--engine", hidden=True, help="Through the vault's engine (the default on stdio).")
     ] = False,
 ) -> None:
     """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
@@ -44,13 +50,13 @@ def serve(
         raise UsageError(f"invalid port {http}: expected 1-65535")
     if no_auth and http is None:
         raise UsageError("--no-auth only applies to --http")
-    if engine and http is not None:
-        raise UsageError("--engine serves stdio hosts; `serve --http` runs its own gateway")
+    if engine and (http is not None or standalone):
+        raise UsageError("--engine serves stdio hosts; `serve --http` and --standalone run their own gateway")
     if profile is not None:
         from coffer.vault import registry
 
         registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
-    if engine:
+    if http is None and not standalone and os.environ.get(STANDALONE_ENV) != "1":
         from coffer.engine import front
 
         front.run(profile)

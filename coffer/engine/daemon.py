@@ -30,6 +30,7 @@ from coffer.engine import place
 from coffer.gateway.reaper import tree
 from coffer.gateway.serve import _serve_pipes, _setup_logging, _StdinLines, _StdoutWire
 from coffer.gateway.server import Gateway, session_profile
+from coffer.gateway.tasks import session_key
 
 log = logging.getLogger("coffer.engine")
 HEADER_LIMIT = 4096
@@ -99,15 +100,19 @@ class Engine:
         pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
         self.sessions[key] = Session(pid, profile)
         self._touch()
+        session = self.sessions[key]
         token = session_profile.set(profile)  # the handlers of this session see its profile
+        owner = session_key.set(session)  # ... and the tasks it makes are its own
         try:
             await _serve_pipes(self.gateway, _StdinLines(reader), _StdoutWire(writer))
         except (ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:
+            session_key.reset(owner)
             session_profile.reset(token)
             del self.sessions[key]
             self._touch()
+            await self.gateway.tasks.session_ended(session)  # nobody can collect them now
 
     def status(self) -> dict[str, Any]:
         """What `coffer status` shows: this process, its sessions, each upstream's process and memory."""

@@ -25,6 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,8 @@ from coffer.gateway.sdk import host_connection as _connection
 from coffer.gateway.upstream import UpstreamUnavailable
 
 log = logging.getLogger("coffer.tasks")
+# Which engine session a handler serves (set around the session's `server.run`; None standalone).
+session_key: ContextVar[object] = ContextVar("coffer_session_key", default=None)
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 SEP = "/"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -62,6 +65,7 @@ class TaskEntry:
     poll_ms: int | None = None
     logged: bool = False
     ended: anyio.Event = field(default_factory=anyio.Event)
+    owner: object = None  # the engine session that made it (`session_key`), None in a standalone gateway
 
 
 def host_id(server: str, upstream_id: str) -> str:
@@ -126,6 +130,7 @@ class TaskRelay:
             client=(getattr(client, "name", None), getattr(client, "version", None)),
             ttl_ms=task.get("ttl") if isinstance(task.get("ttl"), int) else None,
             poll_ms=task.get("pollInterval") if isinstance(task.get("pollInterval"), int) else None,
+            owner=session_key.get(),
         )
         self.tasks[entry.host_id] = entry
         self._note(entry, task)
@@ -269,6 +274,12 @@ class TaskRelay:
             with anyio.move_on_after(5):
                 await self._send(entry, request, timeout=5)
         self._note(entry, {"status": "cancelled"})
+
+    async def session_ended(self, key: object) -> None:
+        """An engine session ended (its host went): its tasks still running are cancelled upstream."""
+        with anyio.CancelScope(shield=True):
+            for entry in [e for e in self.tasks.values() if e.owner is key]:
+                await self._cancel_upstream(entry, "its client went away")
 
     async def close(self) -> None:
         """The gateway stops: every task still running is cancelled upstream (nobody can collect it)."""

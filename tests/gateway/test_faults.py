@@ -90,16 +90,17 @@ def setup_vault(home: Path, servers: dict[str, tuple[str, float]], events: Path,
         del os.environ["COFFER_HOME"]
 
 
-def gateway_params(home: Path) -> StdioServerParameters:
+def gateway_params(home: Path, *extra: str) -> StdioServerParameters:
     env = {"COFFER_HOME": str(home), "COFFER_SECRETS_BACKEND": "file", "PYTHONPATH": str(Path.cwd())}
-    return StdioServerParameters(command=sys.executable, args=["-m", "coffer", "serve"], env=env)
+    return StdioServerParameters(command=sys.executable, args=["-m", "coffer", "serve", *extra], env=env)
 
 
 @asynccontextmanager
-async def connect(home: Path) -> AsyncIterator[ClientSession]:
+async def connect(home: Path, *extra: str) -> AsyncIterator[ClientSession]:
+    """A host on `coffer serve` (through the vault's engine unless `extra` says --standalone)."""
     with open(home / "gateway.stderr", "w") as errlog:
         async with (
-            stdio_client(gateway_params(home), errlog=errlog) as (read, write),
+            stdio_client(gateway_params(home, *extra), errlog=errlog) as (read, write),
             ClientSession(read, write, read_timeout_seconds=60) as session,
         ):
             await session.initialize()
@@ -398,6 +399,8 @@ async def test_hand_added_or_edited_servers_wait_for_approval(gw: ClientSession,
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
 async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signals) -> None:
+    """The in-process gateway (--standalone): its death ends every upstream. The engine's own death is
+    tests/engine/test_engine.py's (a front's death leaves the shared upstreams to the engine, by design)."""
     home = tmp_path / "vault"
     servers = {"good": ("ok", 30.0), "other": ("ok", 30.0)}
     if sig == signal.SIGKILL:  # no shutdown code runs: only the kernel (PR_SET_PDEATHSIG) can end this one
@@ -406,7 +409,7 @@ async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signa
     subreaper(True)
     try:
         with anyio.CancelScope() as scope:
-            async with connect(home) as session:
+            async with connect(home, "--standalone") as session:
                 await healthy(session)
                 for server in servers:
                     assert (await call(session, f"{server}__echo", {"text": "up"}))[0]

@@ -224,13 +224,15 @@ async def test_first_list_never_shows_tools_listed_for_a_more_capable_host(coffe
         return types.ListRootsResult(roots=[])
 
     add_fixture(coffer_home, "cs", "capsensitive")
-    async with serve(coffer_home, list_roots_callback=roots) as s:
+    async with serve(coffer_home, args=("--standalone",), list_roots_callback=roots) as s:
         await wait_for(lambda: "roots" in (catalogue_told(coffer_home, "cs") or []), 30, "the snapshot of cs")
         assert "cs__get_roots" in await s.tool_names()
-    async with serve(coffer_home) as s:
+    async with serve(coffer_home, args=("--standalone",)) as s:
         names = await s.tool_names()
         assert "cs__echo" in names and "cs__get_roots" not in names
-    async with serve(coffer_home, list_roots_callback=roots) as s:  # a less capable listing fits every host
+    async with serve(
+        coffer_home, args=("--standalone",), list_roots_callback=roots
+    ) as s:  # a less capable listing fits every host
         assert "cs__echo" in await s.tool_names()
 
 

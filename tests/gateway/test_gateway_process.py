@@ -179,7 +179,7 @@ async def test_every_process_of_an_upstream_dies_with_the_gateway(coffer_home: P
     """A worker that escaped with setsid and ignores SIGTERM still ends when coffer serve is killed -9."""
     events = tmp_path / "events"
     add_fixture(coffer_home, "runaway", "escape", events=events)
-    async with serve(coffer_home) as s:
+    async with serve(coffer_home, args=("--standalone",)) as s:
         assert not (await s.call("runaway__pid")).is_error
         await wait_for(lambda: any(e.startswith("escapee:") for e in read_events(events)), 20, "the escapee")
         escapee = next(int(e.split(":")[1]) for e in read_events(events) if e.startswith("escapee:"))

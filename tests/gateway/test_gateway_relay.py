@@ -85,10 +85,23 @@ async def test_a_relayed_request_ends_with_the_call_that_caused_it(coffer_home: 
 
 
 async def test_a_host_without_them_gets_clear_errors(coffer_home: Path) -> None:
+    """Standalone, the upstream is told only what its one host can take (so it falls back itself)."""
     add_fixture(coffer_home, "alpha", "relay")
-    async with serve(coffer_home) as s:
+    async with serve(coffer_home, args=("--standalone",)) as s:
         assert text(await s.call("alpha__caps")) == ""  # nothing the host cannot take is promised upstream
         for tool, what in (("alpha__ask_model", "Sampling"), ("alpha__ask_user", "Elicitation")):
             refused = await s.call(tool)
             assert refused.is_error and f"{what} not supported" in text(refused), text(refused)
+        assert text(await s.call("alpha__echo", {"text": "still here"})) == "still here"
+
+
+async def test_through_the_engine_a_host_without_them_is_refused_per_request(coffer_home: Path) -> None:
+    """The engine's upstream serves every session, so it is told everything; a request for a host that
+    cannot take it is refused by Coffer, with the reason, and the next call goes on."""
+    add_fixture(coffer_home, "alpha", "relay")
+    async with serve(coffer_home) as s:
+        assert text(await s.call("alpha__caps")) == "sampling,elicitation,roots"
+        for tool, what in (("alpha__ask_model", "sampling"), ("alpha__ask_user", "elicitation")):
+            refused = await s.call(tool)
+            assert refused.is_error and f"the client did not declare {what}" in text(refused), text(refused)
         assert text(await s.call("alpha__echo", {"text": "still here"})) == "still here"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.raw_peer import RawPeer, protocol_peer
+from tests.fixtures.raw_peer import RawPeer, protocol_peer, raw_peer, register_protocol_server, serve_argv
 
 pytestmark = pytest.mark.anyio
 VIAS = pytest.mark.parametrize("via", ["direct", "coffer"])
@@ -118,9 +118,14 @@ async def test_the_hosts_extensions_reach_the_upstream(via: str, coffer_home: Pa
         assert json.loads(text_of(await p.call("whoami")))["extensions"] == APPS
 
 
-@VIAS
-async def test_no_extensions_are_made_up_for_a_host_without_them(via: str, coffer_home: Path) -> None:
-    async with peer(via, coffer_home, {}) as p:
+async def test_no_extensions_are_made_up_for_a_host_without_them(coffer_home: Path) -> None:
+    """Standalone (one host): the upstream is told exactly the host's extensions, none here. Through the
+    engine it is told MCP Apps, since it serves every session (a host without UI ignores it)."""
+    async with protocol_peer("direct", coffer_home, capabilities={}) as p:
+        assert json.loads(text_of(await p.call("whoami")))["extensions"] is None
+    await register_protocol_server(coffer_home)
+    argv, env = serve_argv(coffer_home, "--standalone")
+    async with raw_peer(argv, env, capabilities={}) as p:
         assert json.loads(text_of(await p.call("whoami")))["extensions"] is None
 
 
