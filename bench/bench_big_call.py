@@ -35,7 +35,7 @@ def _hwm_mib(pid: int) -> float:
 class Gateway:
     def __init__(self, home: Path) -> None:
         env = dict(os.environ, COFFER_HOME=str(home))
-        cmd = [sys.executable, "-m", "coffer", "serve"]
+        cmd = [sys.executable, "-m", "coffer", "serve", "--standalone"]  # the gateway process itself is measured
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.ids = 0
 

@@ -61,7 +61,7 @@ def pss_mib(pids: list[int]) -> float:
 
 async def scenario(home: Path, sessions: int, servers: int, engine: bool) -> dict[str, float]:
     env = dict(os.environ) | {"COFFER_HOME": str(home), "PYTHONPATH": str(ROOT), "COFFER_ENGINE_IDLE": "0"}
-    args = ["-m", "coffer", "serve", *(["--engine"] if engine else [])]
+    args = ["-m", "coffer", "serve", *([] if engine else ["--standalone"])]
     params = StdioServerParameters(command=sys.executable, args=args, env=env)
     firsts: list[float] = []
     with open(os.devnull, "w") as errlog:

@@ -111,7 +111,7 @@ async def bench_latency(n: int, real: bool, pause_s: float = 0.0) -> None:
     d, g = [], []
     async with (
         session(sys.executable, [DEMO]) as direct,
-        session(sys.executable, ["-m", "coffer", "serve"], gateway_env(home)) as gw,
+        session(sys.executable, ["-m", "coffer", "serve", "--standalone"], gateway_env(home)) as gw,
     ):
         for i in range(20):  # warm-up: upstream started, code paths hot
             await timed_call(direct, "echo", i)
@@ -178,7 +178,7 @@ async def bench_http(n: int) -> None:
     async with (
         session(sys.executable, [DEMO]) as ds,
         http_session(direct_http_argv, port) as dh,
-        session(sys.executable, ["-m", "coffer", "serve"], gateway_env(home)) as gs,
+        session(sys.executable, ["-m", "coffer", "serve", "--standalone"], gateway_env(home)) as gs,
         http_session(gw_http_argv, gw_port, gateway_env(home)) as gh,
     ):
         pairs = [("ds", ds, "echo"), ("dh", dh, "echo"), ("gs", gs, "demo0__echo"), ("gh", gh, "demo0__echo")]
@@ -207,7 +207,7 @@ async def bench_first_list(servers: int, runs: int) -> None:
     init, first = [], []
     for _ in range(runs):
         t0 = time.perf_counter()
-        async with session(sys.executable, ["-m", "coffer", "serve"], gateway_env(home)) as gw:
+        async with session(sys.executable, ["-m", "coffer", "serve", "--standalone"], gateway_env(home)) as gw:
             t1 = time.perf_counter()
             listed = await gw.list_tools()
             t2 = time.perf_counter()

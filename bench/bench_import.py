@@ -46,7 +46,7 @@ def main() -> None:
 def serve_times(coffer: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Seconds from spawning `coffer serve` to its initialize answer, and to its first tools/list answer."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen([*coffer, "serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen([*coffer, "serve", "--standalone"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     assert proc.stdin is not None and proc.stdout is not None
 
     def ask(rid: int, method: str, params: dict | None = None) -> float:

@@ -68,7 +68,8 @@ async def _drive(home: Path, timeout: float) -> dict[str, Any]:
     from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
     env = dict(os.environ) | {"COFFER_HOME": str(home)}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer", "serve"], env=env)
+    # standalone: a throwaway vault must not leave an engine behind it
+    params = StdioServerParameters(command=sys.executable, args=["-m", "coffer", "serve", "--standalone"], env=env)
     report: dict[str, Any] = {"server": "demo", "launch": f"{sys.executable} {demo_server_path()}"}
 
     def text(result: types.CallToolResult) -> str:
