@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from coffer.manage import servers
+from coffer.vault import registry
 from tests.fixtures.raw_peer import RawPeer, protocol_peer, raw_peer, register_protocol_server, serve_argv
 
 pytestmark = pytest.mark.anyio
@@ -142,3 +144,29 @@ async def test_the_upstreams_experimental_capabilities_and_extensions_are_advert
         caps = p.init["capabilities"]
         assert caps["experimental"]["coffer.test/protocol"] == {"version": 1}
         assert caps["extensions"] == {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
+
+
+NPM = Path(__file__).resolve().parents[2] / ".ci" / "node" / "node_modules" / "@modelcontextprotocol"
+EVERYTHING = NPM / "server-everything" / "dist" / "index.js"
+
+
+@pytest.mark.skipif(not EVERYTHING.exists(), reason="run .ci/run for server-everything")
+@VIAS
+async def test_server_everything_url_elicitation_error(via: str, coffer_home: Path) -> None:
+    """The real server's -32042 (errorPath), by parity: the same error code, message and URL in `data`."""
+    argv = ["node", str(EVERYTHING), "stdio"]
+    name = "trigger-url-elicitation"
+    if via == "coffer":
+        cfg = registry.ServerConfig(name="everything", command=argv[0], args=argv[1:], timeout=30, prefix="")
+        servers.add_server(cfg)
+        argv, env = serve_argv(coffer_home)
+    else:
+        env = None
+    async with raw_peer(argv, env, capabilities=URL_HOST) as p:
+        tools = [t["name"] for t in (await p.request("tools/list"))["result"]["tools"]]
+        assert name in tools  # listed only for a client that declared URL elicitation
+        args = {"url": "https://example.com/consent", "errorPath": True}
+        error = (await p.call(name, args))["error"]
+        assert error["code"] == -32042 and "requires browser-based authorization" in error["message"]
+        (item,) = error["data"]["elicitations"]
+        assert item["mode"] == "url" and item["url"] == "https://modelcontextprotocol.io" and item["elicitationId"]
