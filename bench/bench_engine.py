@@ -1,4 +1,4 @@
-"""Sessions × servers: `coffer serve --engine` against `coffer serve` standalone, in one run.
+"""Sessions × servers: `coffer serve` (through the engine) against `coffer serve --standalone`, in one run.
 
   python bench/bench_engine.py                      # 1 and 5 sessions over 16 servers
   python bench/bench_engine.py --sessions 1,5,10 --servers 16

@@ -10,7 +10,7 @@ The parts, one package each, bottom to top; a part imports only the parts below 
     memory/                 notes and indexed resources behind coffer__ask
     gateway/                `coffer serve`: server -> routes -> view/relay -> pool -> upstream -> transport
     clients/  engine/       agents' config files: read, plan and write (import plans, install, move) |
-                            the per-user engine: one process per server for every `coffer serve --engine`
+                            the per-user engine: one process per server for every `coffer serve` on stdio
     manage/                 use cases across parts: add/import/remove, probe, refresh, doctor, vault search, demo
     cli/                    Typer commands: parse, call one part, render
 

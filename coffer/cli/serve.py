@@ -36,9 +36,6 @@ def serve(
             help="Run the gateway and every server in this process, not through the vault's shared engine.",
         ),
     ] = False,
-    engine: Annotated[
-        bool, typer.Option("--engine", hidden=True, help="Through the vault's engine (the default on stdio).")
-    ] = False,
 ) -> None:
     """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
     if print_token:
@@ -50,8 +47,6 @@ def serve(
         raise UsageError(f"invalid port {http}: expected 1-65535")
     if no_auth and http is None:
         raise UsageError("--no-auth only applies to --http")
-    if engine and (http is not None or standalone):
-        raise UsageError("--engine serves stdio hosts; `serve --http` and --standalone run their own gateway")
     if profile is not None:
         from coffer.vault import registry
 

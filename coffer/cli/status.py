@@ -18,7 +18,7 @@ def status(
     as_json: JsonOpt = False,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the engine (its upstreams stop with it).")] = False,
 ) -> None:
-    """Show the engine behind `coffer serve --engine`: its sessions, each upstream's pids, share mode, memory."""
+    """Show the engine behind `coffer serve`: its sessions, each upstream's pids, share mode, memory."""
     from coffer.engine import control
 
     if stop:
@@ -33,7 +33,7 @@ def status(
         render.print_json({"version": render.JSON_VERSION, "engine": state})
         return
     if state is None:
-        render.say("no engine is running for this vault (`coffer serve --engine` starts one)")
+        render.say("no engine is running for this vault (`coffer serve` starts one)")
         return
     engine = state["engine"]
     up_for = time.time() - float(engine["started"])

@@ -1,4 +1,4 @@
-"""`coffer serve --engine`: the thin front between one host and the vault's engine.
+"""`coffer serve` on stdio: the thin front between one host and the vault's engine.
 
 It connects to the engine's socket (starting the engine when none answers, under a lock, so two
 fronts starting at once start one engine), says who it is in one JSON line, then copies bytes: the

@@ -1,4 +1,4 @@
-"""The engine: five `coffer serve --engine` sessions on one vault start each upstream once, and what is
+"""The engine: five `coffer serve` sessions on one vault start each upstream once, and what is
 one session's stays that session's (its sampling requests, its profile), while list changes reach all.
 
 Real processes throughout: SDK client sessions over stdio to the front, the engine it starts, fixture
@@ -52,7 +52,7 @@ def stop_engine(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 @asynccontextmanager
 async def sessions(home: Path, n: int, **kw: Any) -> AsyncIterator[list[Served]]:
     async with AsyncExitStack() as stack:
-        yield [await stack.enter_async_context(serve(home, args=("--engine",), **kw)) for _ in range(n)]
+        yield [await stack.enter_async_context(serve(home, **kw)) for _ in range(n)]
 
 
 def catalogued() -> bool:
@@ -96,8 +96,8 @@ async def test_a_sampling_request_goes_to_the_session_that_made_the_call(coffer_
         return sample
 
     async with AsyncExitStack() as stack:
-        one = await stack.enter_async_context(serve(coffer_home, args=("--engine",), sampling=sampler("one")))
-        two = await stack.enter_async_context(serve(coffer_home, args=("--engine",), sampling=sampler("two")))
+        one = await stack.enter_async_context(serve(coffer_home, sampling=sampler("one")))
+        two = await stack.enter_async_context(serve(coffer_home, sampling=sampler("two")))
         assert text(await two.call("alpha__ask_model")) == "model said: from two"
         assert text(await one.call("alpha__ask_model")) == "model said: from one"
     assert asked == ["two", "one"]
@@ -121,8 +121,8 @@ async def test_each_session_lists_its_own_profile(coffer_home: Path) -> None:
     add_fixture(coffer_home, "alpha")
     await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "profile", "add", "lookup", "--mode", "search"))
     async with AsyncExitStack() as stack:
-        everything = await stack.enter_async_context(serve(coffer_home, args=("--engine",)))
-        small = await stack.enter_async_context(serve(coffer_home, args=("--engine", "--profile", "lookup")))
+        everything = await stack.enter_async_context(serve(coffer_home))
+        small = await stack.enter_async_context(serve(coffer_home, args=("--profile", "lookup")))
         assert "alpha__echo" in await everything.tool_names()
         names = await small.tool_names()
         assert "alpha__echo" not in names and "coffer__search_tools" in names
