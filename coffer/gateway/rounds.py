@@ -111,16 +111,12 @@ class Rounds:
         state = getattr(params, "request_state", None)
         round_ = self._rounds.get(state) if state is not None else None
         if state is not None and (round_ is None or round_.key != key):
-            raise UnknownRound(
-                code=types.INVALID_PARAMS, message="unknown or expired requestState: call again without it"
-            )
+            raise UnknownRound(code=types.INVALID_PARAMS, message=UNKNOWN_STATE)
 
     def _resume(self, ctx: Any, key: tuple[str, str], state: str, answers: dict[str, Any]) -> Round:
         round_ = self._rounds.get(state)
         if round_ is None or round_.key != key:
-            raise UnknownRound(
-                code=types.INVALID_PARAMS, message="unknown or expired requestState: call again without it"
-            )
+            raise UnknownRound(code=types.INVALID_PARAMS, message=UNKNOWN_STATE)
         for name, answer in answers.items():
             pending = round_.asks.get(name)
             if pending is not None and not pending.answered.is_set():
