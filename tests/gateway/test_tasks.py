@@ -15,6 +15,7 @@ import pytest
 
 from coffer.manage import servers
 from coffer.vault import registry
+from tests.fixtures.gateway_harness import wait_for
 from tests.fixtures.raw_peer import RawPeer, protocol_argv, protocol_peer, raw_peer, serve_argv
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +29,12 @@ EVERYTHING = NPM / "server-everything" / "dist" / "index.js"
 def peer(via: str, home: Path, *extra: str, capabilities: dict[str, Any] | None = None) -> Any:
     caps = TASK_HOST if capabilities is None else capabilities
     return protocol_peer(via, home, *extra, capabilities=caps, listed=True)
+
+
+def research_rows() -> list[dict[str, Any]]:
+    from coffer.log import calls
+
+    return [r for r in calls.query(calls.open_log()) if r["tool"] == "research"]
 
 
 def text_of(result: dict[str, Any]) -> str:
@@ -94,10 +101,9 @@ async def test_task_ids_name_their_server_and_one_log_row_is_written(coffer_home
     async with peer("coffer", coffer_home, "--steps", "4", "--step-s", "0.25") as p:
         task_id = (await p.call("research", task={"ttl": 30000}))["result"]["task"]["taskId"]
         assert task_id.startswith("proto/")
-        await anyio.sleep(2.0)  # the host never asks: the gateway's watcher still sees it end
-    from coffer.log import calls
-
-    rows = [r for r in calls.query(calls.open_log()) if r["tool"] == "research"]
+        # the host never asks: the gateway's watcher still sees it end and writes its row
+        await wait_for(lambda: research_rows() != [], timeout=20, what="the task's log row")
+    rows = research_rows()
     assert len(rows) == 1
     assert rows[0]["server"] == "proto" and rows[0]["outcome"] == "ok"
     assert rows[0]["duration_ms"] >= 900  # the task's real duration (4 x 0.25 s), not the call's
@@ -108,10 +114,10 @@ async def test_a_task_is_cancelled_upstream_when_its_host_goes(coffer_home: Path
     async with peer("coffer", coffer_home, "--steps", "100", "--step-s", "0.2", "--events", str(events)) as p:
         task_id = (await p.call("research", task={"ttl": 60000}))["result"]["task"]["taskId"]
     upstream_id = task_id.split("/", 1)[1]
-    assert f"cancelled:{upstream_id}" in events.read_text().splitlines()
-    from coffer.log import calls
-
-    (row,) = [r for r in calls.query(calls.open_log()) if r["tool"] == "research"]
+    # the engine sees the session end, cancels upstream, then writes the row (off the call path)
+    await wait_for(lambda: f"cancelled:{upstream_id}" in events.read_text().splitlines(), what="the cancel")
+    await wait_for(lambda: research_rows() != [], what="the task's log row")
+    (row,) = research_rows()
     assert (row["outcome"], row["error_class"]) == ("cancelled", "task_cancelled")
 
 
