@@ -42,7 +42,9 @@ def socket_path() -> Path:
 
 
 def lock_path() -> Path:
-    return runtime_dir() / f"engine-{vault_key()}.lock"
+    """One lock for starting any of this user's engines: starts are rare and short, and one file per
+    vault would be left behind for every vault that ever had an engine."""
+    return runtime_dir() / "engine-start.lock"
 
 
 def log_path() -> Path:
