@@ -26,14 +26,15 @@ def coffer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     home = tmp_path / "vault"
     monkeypatch.setenv("COFFER_HOME", str(home))
     yield home
-    _stop_engine()
+    _stop_engine(home)
 
 
-def _stop_engine() -> None:
-    """A test's `coffer serve` started its vault's engine: it ends with the test, upstreams and all."""
+def _stop_engine(home: Path) -> None:
+    """A test's `coffer serve` started its vault's engine: it ends with the test, upstreams and all (that
+    vault's: a test may point COFFER_HOME at a module's vault, whose engine outlives it)."""
     from coffer.engine import control
 
-    control.stop()
+    control.stop(home / "coffer.toml")
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 from coffer.engine import place
@@ -11,8 +12,8 @@ from coffer.engine import place
 TIMEOUT_S = 5.0
 
 
-def _ask(message: dict[str, Any], reply: bool) -> dict[str, Any] | None:
-    path = place.socket_path()
+def _ask(message: dict[str, Any], reply: bool, registry: Path | None = None) -> dict[str, Any] | None:
+    path = place.socket_path(registry)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(TIMEOUT_S)
         try:
@@ -40,6 +41,7 @@ def status() -> dict[str, Any] | None:
     return _ask({"coffer": "status"}, reply=True)
 
 
-def stop() -> bool:
-    """Tell the engine to stop (its upstreams stop with it); False when none runs."""
-    return _ask({"coffer": "stop"}, reply=False) is not None
+def stop(registry: Path | None = None) -> bool:
+    """Tell the engine of this vault (or of the vault whose coffer.toml is `registry`) to stop; its
+    upstreams stop with it. False when none runs."""
+    return _ask({"coffer": "stop"}, reply=False, registry=registry) is not None

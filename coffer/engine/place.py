@@ -32,13 +32,13 @@ def runtime_dir() -> Path:
     return root
 
 
-def vault_key() -> str:
-    """One engine per vault: a short digest of the registry's real path."""
-    return hashlib.sha256(str(paths.registry_path().resolve()).encode()).hexdigest()[:16]
+def vault_key(registry: Path | None = None) -> str:
+    """One engine per vault: a short digest of the registry's real path (this process's vault by default)."""
+    return hashlib.sha256(str((registry or paths.registry_path()).resolve()).encode()).hexdigest()[:16]
 
 
-def socket_path() -> Path:
-    return runtime_dir() / f"engine-{vault_key()}.sock"
+def socket_path(registry: Path | None = None) -> Path:
+    return runtime_dir() / f"engine-{vault_key(registry)}.sock"
 
 
 def lock_path() -> Path:
