@@ -105,16 +105,22 @@ async def test_a_sampling_request_goes_to_the_session_that_made_the_call(coffer_
 
 async def test_list_changes_reach_every_session(coffer_home: Path) -> None:
     add_fixture(coffer_home, "alpha")
+
+    def changes(s: Served) -> int:
+        return sum(isinstance(n, types.ToolListChangedNotification) for n in s.notifications)
+
     async with sessions(coffer_home, 3) as served:
         for s in served:
             await s.tool_names()
+        await anyio.sleep(1.0)  # the first live listing's own announcement has gone out
+        before = [changes(s) for s in served]
         grown = text(await served[0].call("alpha__grow"))
-        for s in served:
-            await wait_for(
-                lambda s=s: any(isinstance(n, types.ToolListChangedNotification) for n in s.notifications),
-                what="list_changed in every session",
-            )
-            assert f"alpha__{grown}" in await s.tool_names()
+        for s, seen in zip(served, before, strict=True):
+            await wait_for(lambda s=s, seen=seen: changes(s) > seen, what="list_changed in every session")
+            names: list[str] = []
+            with anyio.fail_after(10):
+                while f"alpha__{grown}" not in names:
+                    names = await s.tool_names()
 
 
 async def test_each_session_lists_its_own_profile(coffer_home: Path) -> None:
