@@ -31,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
+from coffer.engine.daemon import pss_kib  # noqa: E402
 from coffer.gateway.reaper import tree  # noqa: E402
 from coffer.manage import servers as manage  # noqa: E402
 from coffer.manage.demo import demo_server_path  # noqa: E402
@@ -48,15 +49,7 @@ def vault(n: int) -> Path:
 
 
 def pss_mib(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except (OSError, ValueError):
-            continue
-    return total / 1024
+    return sum(pss_kib(pid) for pid in pids) / 1024
 
 
 async def scenario(home: Path, sessions: int, servers: int, engine: bool) -> dict[str, float]:

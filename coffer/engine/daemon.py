@@ -125,13 +125,13 @@ class Engine:
                     "state": up.state.value,
                     "share": "shared",
                     "pids": pids,
-                    "pss_kib": sum(_pss_kib(p) for p in _tree(pids)),
+                    "pss_kib": sum(pss_kib(p) for p in _tree(pids)),
                     "transport": up.cfg.transport,
                 }
             )
         return {
             "version": 1,
-            "engine": {"pid": os.getpid(), "started": self.started, "pss_kib": _pss_kib(os.getpid())},
+            "engine": {"pid": os.getpid(), "started": self.started, "pss_kib": pss_kib(os.getpid())},
             "sessions": [{"pid": s.pid, "profile": s.profile, "since": s.since} for s in self.sessions.values()],
             "upstreams": ups,
         }
@@ -166,7 +166,7 @@ def _tree(roots: list[int]) -> list[int]:
     return [p for root in roots for p in (root, *tree(root))]
 
 
-def _pss_kib(pid: int) -> int:
+def pss_kib(pid: int) -> int:
     """Proportional set size in KiB (shared pages split between their users); 0 when unreadable."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as fh:

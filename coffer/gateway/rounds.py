@@ -103,20 +103,22 @@ class Rounds:
             self._rounds[round_.token] = round_
             self._spawn(self._drive, round_, start)
         else:
-            round_ = self._resume(ctx, key, state, getattr(params, "input_responses", None) or {})
+            round_ = self._resume(self._find(key, state), getattr(params, "input_responses", None) or {})
         return await self._wait(round_)
 
     def check(self, key: tuple[str, str], params: Any) -> None:
         """Raises UnknownRound when `params` carries a `requestState` of no round of this request."""
         state = getattr(params, "request_state", None)
-        round_ = self._rounds.get(state) if state is not None else None
-        if state is not None and (round_ is None or round_.key != key):
-            raise UnknownRound(code=types.INVALID_PARAMS, message=UNKNOWN_STATE)
+        if state is not None:
+            self._find(key, state)
 
-    def _resume(self, ctx: Any, key: tuple[str, str], state: str, answers: dict[str, Any]) -> Round:
+    def _find(self, key: tuple[str, str], state: str) -> Round:
         round_ = self._rounds.get(state)
         if round_ is None or round_.key != key:
             raise UnknownRound(code=types.INVALID_PARAMS, message=UNKNOWN_STATE)
+        return round_
+
+    def _resume(self, round_: Round, answers: dict[str, Any]) -> Round:
         for name, answer in answers.items():
             pending = round_.asks.get(name)
             if pending is not None and not pending.answered.is_set():

@@ -81,6 +81,12 @@ def host_connection(session: Any) -> Any:
     return getattr(session, "_connection", session)
 
 
+def host_client(session: Any) -> tuple[str | None, str | None]:
+    """The host's name and version from its `initialize` (None, None for a 2026-07-28 host without them)."""
+    info = getattr(getattr(session, "client_params", None), "client_info", None)
+    return getattr(info, "name", None), getattr(info, "version", None)
+
+
 def stamp(session: ClientSession, data: dict[str, Any], opts: dict[str, Any]) -> None:
     """Add the negotiated era's `_meta` and headers to an outgoing request, as the SDK itself does."""
     session._stamp(data, opts)  # type: ignore[arg-type]

@@ -36,7 +36,7 @@ from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
-from coffer.gateway.sdk import GatewayServer
+from coffer.gateway.sdk import GatewayServer, host_client
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
 from coffer.gateway.upstream import State, Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
@@ -60,12 +60,14 @@ INSTRUCTIONS = (
 )
 
 
-RELAYED_CAPS = (
-    "sampling",
-    "elicitation",
-    "roots",
-    "extensions",
-)  # host capabilities an upstream's listing may depend on
+# host capabilities an upstream's listing may depend on
+RELAYED_CAPS = ("sampling", "elicitation", "roots", "extensions")
+# what changed -> the 2026-07-28 listen-stream event and the legacy host's notification that announce it
+ANNOUNCED = (
+    (frozenset({"tools"}), ToolsListChanged(), "send_tool_list_changed"),
+    (frozenset({"prompts"}), PromptsListChanged(), "send_prompt_list_changed"),
+    (frozenset({"resources", "resource_templates"}), ResourcesListChanged(), "send_resource_list_changed"),
+)
 
 
 def host_caps(ctx: Any) -> frozenset[str]:
@@ -205,18 +207,11 @@ class Gateway:
 
     async def _announce(self, changed: frozenset[str]) -> None:
         """list_changed to every legacy host, and onto the `subscriptions/listen` streams of 2026-07-28 hosts."""
-        for kind, event in (("tools", ToolsListChanged()), ("prompts", PromptsListChanged())):
-            if kind in changed:
-                await self.bus.publish(event)
-        if changed & {"resources", "resource_templates"}:
-            await self.bus.publish(ResourcesListChanged())
         senders = []
-        if "tools" in changed:
-            senders.append("send_tool_list_changed")
-        if "prompts" in changed:
-            senders.append("send_prompt_list_changed")
-        if changed & {"resources", "resource_templates"}:
-            senders.append("send_resource_list_changed")
+        for kinds, event, sender in ANNOUNCED:
+            if changed & kinds:
+                await self.bus.publish(event)
+                senders.append(sender)
         for session in list(self.relay.hosts):
             for sender in senders:
                 try:
@@ -299,22 +294,10 @@ class Gateway:
 
     def _log_task(self, entry: TaskEntry, outcome: str, error_class: str | None) -> None:
         """The one log row of a task, when it ends: from the call that created it, its real duration."""
-        if self.calllog is None:
-            return
-        ms = (time.perf_counter() - entry.t0) * 1000.0
-        name, version = entry.client
-        self.calllog.record(
-            CallRecord(
-                ts=entry.started,
-                client_name=name,
-                client_version=version,
-                server=entry.server,
-                tool=entry.tool,
-                duration_ms=ms,
-                outcome=outcome,
-                error_class=error_class,
-            )
-        )
+        if self.calllog is not None:
+            ms = (time.perf_counter() - entry.t0) * 1000.0
+            call = Call(server=entry.server, tool=entry.tool)
+            self._write_row(entry.client, call, entry.started, ms, outcome, error_class)
 
     def initialization_options(self) -> Any:
         """None: the SDK asks `GatewayServer` at each initialize, so capabilities follow the upstreams."""
@@ -432,21 +415,23 @@ class Gateway:
             return text_result(f"coffer: internal error while calling {call.tool}: {type(exc).__name__}", True)
         finally:
             if self.calllog is not None and outcome is not None:
-                self._log_call(ctx, call, started, (time.perf_counter() - t0) * 1000.0, outcome, error_class)
+                ms = (time.perf_counter() - t0) * 1000.0
+                self._write_row(host_client(ctx.session), call, started, ms, outcome, error_class)
 
-    def _log_call(self, ctx: Any, call: Call, ts: float, ms: float, outcome: str, error_class: str | None) -> None:
-        client = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
+    def _write_row(
+        self, client: tuple[str | None, str | None], call: Call, ts: float, ms: float, outcome: str, error: str | None
+    ) -> None:
         assert self.calllog is not None
         self.calllog.record(
             CallRecord(
                 ts=ts,
-                client_name=getattr(client, "name", None),
-                client_version=getattr(client, "version", None),
+                client_name=client[0],
+                client_version=client[1],
                 server=call.server,
                 tool=call.tool,
                 duration_ms=ms,
                 outcome=outcome,
-                error_class=error_class,
+                error_class=error,
             )
         )
 

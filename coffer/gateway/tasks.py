@@ -35,6 +35,7 @@ from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer.gateway import paging
+from coffer.gateway.sdk import host_client
 from coffer.gateway.sdk import host_connection as _connection
 from coffer.gateway.upstream import UpstreamUnavailable
 
@@ -120,14 +121,13 @@ class TaskRelay:
         task = result.get("task")
         if not isinstance(task, dict) or not isinstance(task.get("taskId"), str):
             return result  # a plain result: the server ran it at once
-        client = getattr(getattr(ctx.session, "client_params", None), "client_info", None)
         entry = TaskEntry(
             host_id=host_id(server, task["taskId"]),
             server=server,
             upstream_id=task["taskId"],
             tool=tool,
             session=ctx.session,
-            client=(getattr(client, "name", None), getattr(client, "version", None)),
+            client=host_client(ctx.session),
             ttl_ms=task.get("ttl") if isinstance(task.get("ttl"), int) else None,
             poll_ms=task.get("pollInterval") if isinstance(task.get("pollInterval"), int) else None,
             owner=session_key.get(),
