@@ -15,6 +15,7 @@ import pytest
 
 from coffer.manage import servers
 from coffer.vault import registry
+from tests.fixtures.gateway_harness import wait_for
 from tests.fixtures.raw_peer import RawPeer, protocol_peer, raw_peer, register_protocol_server, serve_argv
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +70,11 @@ async def test_the_invocation_log_records_the_elicitation_error_without_its_urls
         await p.call("sign_in")
     from coffer.log import calls
 
-    rows = [r for r in calls.query(calls.open_log()) if r["tool"] == "sign_in"]
+    def rows_now() -> list[dict[str, Any]]:
+        return [r for r in calls.query(calls.open_log()) if r["tool"] == "sign_in"]
+
+    await wait_for(lambda: rows_now() != [], what="the row (the engine writes it off the call path)")
+    rows = rows_now()
     assert [(r["outcome"], r["error_class"]) for r in rows] == [("error", "url_elicitation_required")]
     assert "auth.example.com" not in json.dumps(rows)
 

@@ -13,7 +13,7 @@ import pytest
 from mcp import StdioServerParameters, stdio_client
 from mcp.client.client import Client
 
-from tests.fixtures.gateway_harness import add_fixture, serve_env
+from tests.fixtures.gateway_harness import add_fixture, serve_env, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -55,7 +55,11 @@ async def test_a_modern_host_is_asked_through_input_required_results(coffer_home
             assert listed.content[0].text == "file:///work/project"  # type: ignore[union-attr]
     from coffer.log import calls
 
-    rows = [r for r in calls.query(calls.open_log()) if r["tool"] in ("ask_user", "ask_model", "roots")]
+    def rows_now() -> list[dict[str, Any]]:
+        return [r for r in calls.query(calls.open_log()) if r["tool"] in ("ask_user", "ask_model", "roots")]
+
+    await wait_for(lambda: len(rows_now()) >= 3, what="the rows (the engine writes them off the call path)")
+    rows = rows_now()
     assert sorted((r["tool"], r["outcome"]) for r in rows) == [("ask_model", "ok"), ("ask_user", "ok"), ("roots", "ok")]
 
 
