@@ -20,6 +20,36 @@ os.environ["COFFER_EMBEDDINGS"] = "wordllama"
 os.environ["COFFER_ENGINE_IDLE"] = "3"
 
 
+SERVE_MODES = ("engine", "standalone")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module marked `serve_modes` runs every test twice: through the vault's engine (the default) and
+    with `coffer serve --standalone` (COFFER_STANDALONE=1), the in-process gateway. Module-scoped, so a
+    module's shared fixtures (a vault, a gateway) are made once per mode."""
+    if metafunc.definition.get_closest_marker("serve_modes") is not None:
+        only = metafunc.definition.get_closest_marker("one_mode")  # a test whose subject is one of them
+        modes = only.args if only is not None else SERVE_MODES
+        metafunc.parametrize("serve_mode", modes, indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def serve_mode(request: pytest.FixtureRequest) -> str:
+    """How `coffer serve` runs: the engine unless the module is parametrized (`serve_modes`)."""
+    return str(getattr(request, "param", "engine"))
+
+
+@pytest.fixture(autouse=True)
+def _serve_env(serve_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`coffer serve` processes a test starts see its mode (a developer's COFFER_STANDALONE never leaks in)."""
+    from coffer.cli.serve import STANDALONE_ENV
+
+    if serve_mode == "standalone":
+        monkeypatch.setenv(STANDALONE_ENV, "1")
+    else:
+        monkeypatch.delenv(STANDALONE_ENV, raising=False)
+
+
 @pytest.fixture(autouse=True)
 def coffer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Autouse: even a test that forgets to ask for it never reads or writes the user's real vault."""

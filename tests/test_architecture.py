@@ -20,13 +20,14 @@ LAYER = {
     "coffer.ranking": 2,
     "coffer.log": 2,
     "coffer.memory": 3,
-    "coffer.gateway": 4,
-    "coffer.clients": 5,
-    "coffer.engine": 5,
-    "coffer.manage": 6,
-    "coffer.examples": 6,
-    "coffer.cli": 7,
-    "coffer.__main__": 8,
+    "coffer.results": 4,
+    "coffer.gateway": 5,
+    "coffer.clients": 6,
+    "coffer.engine": 6,
+    "coffer.manage": 7,
+    "coffer.examples": 7,
+    "coffer.cli": 8,
+    "coffer.__main__": 9,
 }
 
 

@@ -69,6 +69,10 @@ def add(
         str | None,
         typer.Option("--prefix", help="Expose tools and prompts as PREFIX__NAME ('' for bare names); default NAME."),
     ] = None,
+    share: Annotated[
+        str,
+        typer.Option("--share", help="Under the engine: auto, shared (one process) or session (one per session)."),
+    ] = "auto",
 ) -> None:
     """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
     from coffer.manage import servers
@@ -81,6 +85,8 @@ def add(
         raise UsageError("--oauth-client-secret needs --oauth-client-id")
     if timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    if share not in registry.SHARE_MODES:
+        raise UsageError(f"invalid --share '{share}': expected one of {', '.join(registry.SHARE_MODES)}")
     cfg = registry.ServerConfig(
         name=registry.validate_name(name),
         command=command[0] if command else None,
@@ -93,6 +99,7 @@ def add(
         timeout=timeout,
         prefix=None if prefix is None else registry.validate_prefix(prefix),
         oauth=bool(oauth_client_id),
+        share=share,
     )
     client = (oauth_client_id, oauth_client_secret) if oauth_client_id else None
     told = None if as_json else lambda c: render.say(f"added '{c.name}': {c.launch_line()}")
@@ -196,7 +203,8 @@ def show(
     name: Annotated[str, typer.Argument(help="Server to show.", autocompletion=complete_servers)],
     as_json: JsonOpt = False,
 ) -> None:
-    """Show one server: launch config (env masked) and its tools."""
+    """Show one server: launch config (env masked), how the engine shares it, and its tools."""
+    from coffer.gateway import share
     from coffer.manage import servers
 
     reg = registry.load()
@@ -218,13 +226,15 @@ def show(
     entry = snap.servers.get(name) if snap is not None else None
     data = cfg.to_dict(mask=True) | state | {"tools": tools, "catalogued": entry is not None and not entry.error}
     data["list_error"] = entry.error if entry is not None else None
+    how = share.decide(cfg, entry.seen if entry is not None else ())
+    data["share"] = {"mode": how.mode, "why": how.reason}
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "server": data})
         return
     hidden = ("tools", "name", "catalogued", "held", "list_error", "state")
     render.kv(
-        [("state", _state_text(data))]
-        + [(k, v) for k, v in data.items() if k not in hidden]
+        [("state", _state_text(data)), ("share", f"{how.mode} ({how.reason})")]
+        + [(k, v) for k, v in data.items() if k not in hidden and k != "share"]
         + [("launch", cfg.launch_line())],
         title=name,
     )

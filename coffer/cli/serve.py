@@ -51,10 +51,24 @@ def serve(
         from coffer.vault import registry
 
         registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
-    if http is None and not standalone and os.environ.get(STANDALONE_ENV) != "1":
+    if not standalone and os.environ.get(STANDALONE_ENV) != "1":
         from coffer.engine import front
 
-        front.run(profile)
+        if http is None:
+            front.run(profile)
+        _serve_through_engine(http, profile, not no_auth)
     from coffer.gateway.serve import run
 
     run(http_port=http, profile=profile, auth=not no_auth)
+
+
+def _serve_through_engine(port: int, profile: str | None, auth: bool) -> None:
+    """`serve --http` through the engine until a signal ends it (then its port closes; the engine stays
+    for its other sessions until idle)."""
+    import signal
+
+    from coffer.engine import front
+
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGHUP, lambda *_: os._exit(0))
+    front.run_http(port, profile, auth)

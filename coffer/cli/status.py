@@ -46,8 +46,28 @@ def status(
         ],
         title="engine",
     )
+    if state["sessions"]:
+        render.table(
+            ["front pid", "profile", "serves", "for"],
+            [
+                (
+                    s["pid"],
+                    s["profile"] or "-",
+                    f"http://127.0.0.1:{s['http_port']}/mcp" if s.get("http_port") else "stdio",
+                    f"{time.time() - float(s['since']):.0f} s",
+                )
+                for s in state["sessions"]
+            ],
+            title="sessions",
+        )
     rows = [
-        (u["name"], u["state"], u["share"], " ".join(str(p) for p in u["pids"]), f"{u['pss_kib'] / 1024:.1f} MiB")
+        (
+            u["name"],
+            u["state"],
+            u["share"] if u.get("session") is None else f"session of pid {u['session']}",
+            " ".join(str(p) for p in u["pids"]),
+            f"{u['pss_kib'] / 1024:.1f} MiB",
+        )
         for u in state["upstreams"]
     ]
     render.table(["server", "state", "share", "pids", "memory (PSS)"], rows, title="upstreams")

@@ -21,14 +21,17 @@ def _ask(message: dict[str, Any], reply: bool, registry: Path | None = None) -> 
         except OSError:
             return None  # no engine runs for this vault
         sock.sendall(json.dumps(message).encode() + b"\n")
-        if not reply:
-            return {}
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+        return read_answer(sock) if reply else {}
+
+
+def read_answer(sock: socket.socket) -> dict[str, Any] | None:
+    """The engine's one-line JSON answer on `sock`; None when it is not a JSON object."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
     try:
         answer = json.loads(data)
     except ValueError:

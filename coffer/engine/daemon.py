@@ -27,8 +27,9 @@ from typing import Any
 import anyio
 
 from coffer.engine import place
+from coffer.gateway.pool import Pool
 from coffer.gateway.reaper import tree
-from coffer.gateway.serve import _serve_pipes, _setup_logging, _StdinLines, _StdoutWire
+from coffer.gateway.serve import _serve_pipes, _setup_logging, _StdinLines, _StdoutWire, http_server
 from coffer.gateway.server import Gateway, session_profile
 from coffer.gateway.tasks import session_key
 
@@ -44,6 +45,8 @@ class Session:
     pid: int | None
     profile: str | None
     since: float = field(default_factory=time.time)
+    pool: Pool | None = None  # its own upstreams (per-session servers)
+    port: int | None = None  # a `serve --http` front: the port this engine listens on for it
 
 
 class Engine:
@@ -82,6 +85,8 @@ class Engine:
                 self.stop.set()
             elif kind == "front":
                 await self._serve(hello, reader, writer)
+            elif kind == "http":
+                await self._serve_http(hello, reader, writer)
         finally:
             self._writers.discard(writer)
             with contextlib.suppress(Exception):
@@ -104,7 +109,9 @@ class Engine:
         token = session_profile.set(profile)  # the handlers of this session see its profile
         owner = session_key.set(session)  # ... and the tasks it makes are its own
         try:
-            await _serve_pipes(self.gateway, _StdinLines(reader), _StdoutWire(writer))
+            async with self.gateway.pool.session() as own:  # servers it runs for itself (coffer.gateway.share)
+                session.pool = own
+                await _serve_pipes(self.gateway, _StdinLines(reader), _StdoutWire(writer))
         except (ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:
@@ -114,16 +121,70 @@ class Engine:
             self._touch()
             await self.gateway.tasks.session_ended(session)  # nobody can collect them now
 
+    async def _serve_http(
+        self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """`coffer serve --http`: this engine listens on the port for as long as that front is connected.
+        The answer is one JSON line: `{"port": N}` once listening, or `{"error": ..., "code": ...}`."""
+        from coffer.errors import CofferError
+        from coffer.loopback import tcp_listener
+
+        port = hello.get("port")
+        try:
+            if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port < 65536:
+                raise CofferError(f"invalid port {port!r}")
+            sock = tcp_listener(port)
+        except CofferError as exc:
+            writer.write(json.dumps({"error": str(exc), "code": exc.exit_code}).encode() + b"\n")
+            await writer.drain()
+            return
+        token = None
+        if hello.get("auth", True) is not False:
+            from coffer.trust.http_token import serve_token
+
+            token = await anyio.to_thread.run_sync(serve_token)
+        self._ids += 1
+        key = self._ids
+        profile = hello.get("profile") if isinstance(hello.get("profile"), str) else None
+        pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
+        session = self.sessions[key] = Session(pid, profile, port=sock.getsockname()[1])
+        self._touch()
+        server = http_server(self.gateway, token, quiet=True)
+        tok_profile, tok_key = session_profile.set(profile), session_key.set(session)
+        try:
+            async with self.gateway.pool.session(one_host=False) as own, anyio.create_task_group() as tg:
+                session.pool = own
+                tg.start_soon(server.serve, [sock])  # its tasks inherit this session's profile and pool
+                while not server.started and not server.should_exit:
+                    await anyio.sleep(0.01)
+                writer.write(json.dumps({"port": session.port}).encode() + b"\n")
+                await writer.drain()
+                with contextlib.suppress(ConnectionError):
+                    while await reader.read(4096):  # the front says nothing more: EOF is its going
+                        pass
+                server.should_exit = True
+        finally:
+            session_key.reset(tok_key)
+            session_profile.reset(tok_profile)
+            sock.close()
+            del self.sessions[key]
+            self._touch()
+            await self.gateway.tasks.session_ended(session)
+
     def status(self) -> dict[str, Any]:
         """What `coffer status` shows: this process, its sessions, each upstream's process and memory."""
+        owners = {id(s.pool): s.pid for s in self.sessions.values() if s.pool is not None}
         ups = []
-        for name, up in sorted(self.gateway.pool.upstreams.items()):
+        for pool, up in sorted(self.gateway.pool.every(), key=lambda item: item[1].name):
             pids = sorted(up.pids)
+            shared = pool is self.gateway.pool
             ups.append(
                 {
-                    "name": name,
+                    "name": up.name,
                     "state": up.state.value,
-                    "share": "shared",
+                    "share": "shared" if shared else "session",
+                    "why": self.gateway.share_of(up.cfg).reason,
+                    "session": None if shared else owners.get(id(pool)),
                     "pids": pids,
                     "pss_kib": sum(pss_kib(p) for p in _tree(pids)),
                     "transport": up.cfg.transport,
@@ -132,7 +193,10 @@ class Engine:
         return {
             "version": 1,
             "engine": {"pid": os.getpid(), "started": self.started, "pss_kib": pss_kib(os.getpid())},
-            "sessions": [{"pid": s.pid, "profile": s.profile, "since": s.since} for s in self.sessions.values()],
+            "sessions": [
+                {"pid": s.pid, "profile": s.profile, "since": s.since, "http_port": s.port}
+                for s in self.sessions.values()
+            ],
             "upstreams": ups,
         }
 
@@ -183,7 +247,7 @@ async def _main() -> None:
 
     path = place.socket_path()
     calllog = CallLog.open()
-    gateway = Gateway(calllog=calllog, host_wait=None)  # many hosts: each request is decided on its own
+    gateway = Gateway(calllog=calllog, host_wait=None, sessions=True)  # many hosts: each request decided alone
     engine = Engine(gateway, place.idle_seconds())
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a socket left by an engine that was killed (the lock says nobody else is starting)

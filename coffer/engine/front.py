@@ -1,4 +1,4 @@
-"""`coffer serve` on stdio: the thin front between one host and the vault's engine.
+"""`coffer serve`: the thin front between one host (or one HTTP port) and the vault's engine.
 
 It connects to the engine's socket (starting the engine when none answers, under a lock, so two
 fronts starting at once start one engine), says who it is in one JSON line, then copies bytes: the
@@ -6,6 +6,11 @@ host's stdin to the socket, the socket to stdout. Nothing is parsed on the way b
 handshake, which is kept: if the engine dies, the front starts a new one, replays the handshake,
 drops the new engine's answer to it, and carries on (requests in flight at that moment are lost;
 the host's own timeout ends them). It exits when the host closes stdin.
+
+`coffer serve --http PORT` asks the engine to listen on the port for as long as the front runs
+(`run_http`): HTTP requests go straight to the engine, with no hop through this process. If the
+engine dies, the front starts a new one on the same port (HTTP clients then start new sessions, as the
+streamable HTTP transport provides for).
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
-from coffer.engine import place
+from coffer.engine import control, place
 from coffer.errors import CofferError
 
 START_WAIT_S = 20.0
@@ -195,7 +201,7 @@ class Front:
         return self.init_id if self.handshake else None
 
 
-def run(profile: str | None = None) -> None:
+def run(profile: str | None = None) -> NoReturn:
     """Serve the host on stdio through the engine until stdin closes (never returns).
 
     Raises CofferError before anything is read when the engine cannot be started.
@@ -214,3 +220,38 @@ def run(profile: str | None = None) -> None:
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     os._exit(code)
+
+
+def run_http(port: int, profile: str | None, auth: bool) -> NoReturn:
+    """Have the engine serve streamable HTTP on 127.0.0.1:`port` until this process is stopped (never
+    returns). Raises CofferError, before anything is served, when the port cannot be bound."""
+    from coffer.gateway.serve import serving_line
+
+    first = True
+    while True:
+        sock = attach()
+        hello = {"coffer": "http", "version": 1, "port": port, "auth": auth, "profile": profile, "pid": os.getpid()}
+        sock.sendall(json.dumps(hello).encode() + b"\n")
+        answer = control.read_answer(sock) or {}
+        if "port" not in answer:
+            error = CofferError(str(answer.get("error") or "the engine did not answer"))
+            code = answer.get("code")
+            error.exit_code = code if isinstance(code, int) and code > 0 else 1
+            if first:
+                raise error
+            time.sleep(1.0)  # the port of a dead engine may take a moment to be free
+            continue
+        port = int(answer["port"])  # the one the kernel chose for port 0, kept for a restarted engine
+        if first:
+            sys.stderr.write(serving_line(port, auth))
+            sys.stderr.flush()
+            first = False
+        try:
+            while sock.recv(CHUNK):  # the engine says nothing more: EOF is its going
+                pass
+        except KeyboardInterrupt:
+            os._exit(0)
+        except OSError:
+            pass
+        sock.close()
+

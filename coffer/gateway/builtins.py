@@ -1,4 +1,5 @@
-"""The gateway's own tools, `coffer__search_tools` and `coffer__ask`, and the shape of call failures.
+"""The gateway's own tools (`coffer__search_tools`, `coffer__ask`, `coffer__read_result`) and the shape of
+call failures.
 
 Both are always advertised beside the upstream tools and are logged like any other call (the
 gateway's `_record` wraps them). Search ranks only the curated, visible upstream tools; the ranker is
@@ -23,6 +24,7 @@ BUILTIN = "coffer"
 SEARCH = "coffer__search_tools"
 ASK = "coffer__ask"
 CALL = "coffer__call_tool"
+READ = "coffer__read_result"
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20
 
@@ -99,6 +101,31 @@ def tool_definitions() -> list[dict[str, Any]]:
                 "type": "object",
                 "properties": {"question": {"type": "string", "description": "What you want to know."}, "top_k": k},
                 "required": ["question"],
+            },
+            "annotations": read_only,
+        },
+        {
+            "name": READ,
+            "description": (
+                "Read a tool result Coffer kept because it was too big to show (the result you got names its id "
+                "and coffer://results/ link): a range of its text (offset, length in characters), or the lines "
+                "matching a regular expression (pattern, with context lines around each)."
+            ),
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The kept result's id (or its coffer://results/ URI)."},
+                    "offset": {"type": "integer", "description": "First character to read (default 0).", "default": 0},
+                    "length": {
+                        "type": "integer",
+                        "description": "Characters to read (default 20000).",
+                        "default": 20000,
+                    },
+                    "pattern": {"type": "string", "description": "A regular expression: return the matching lines."},
+                    "context": {"type": "integer", "description": "Lines around each match (default 0, at most 10)."},
+                    "ignore_case": {"type": "boolean", "description": "Match the pattern ignoring case."},
+                },
+                "required": ["id"],
             },
             "annotations": read_only,
         },

@@ -3,12 +3,19 @@
 Starting Python upstreams is CPU-bound (imports), and on a small machine starting them all at once
 makes every one of them late. The gate lets a few start at a time; an upstream a call is waiting
 for jumps the queue, and a start that hangs gives its slot back after `SLOT_HOLD_S`.
+
+Under the engine (`share` given) a server that keeps per-client state runs once per session
+(coffer.gateway.share): each session has a child pool (`session()`), which shares the gate and the
+process list, starts those servers when its host is known, and stops them when the session ends.
+`get()` answers from the child of the session being served (`session_pool`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -17,6 +24,7 @@ import anyio.abc
 from coffer.errors import UpstreamError
 from coffer.gateway.gate import StartGate
 from coffer.gateway.relay import Relay
+from coffer.gateway.share import Share
 from coffer.gateway.upstream import State, Upstream
 from coffer.vault.registry import ServerConfig
 
@@ -31,6 +39,8 @@ SLOT_HOLD_S = 1.5
 
 
 Listener = Callable[[Upstream, frozenset[str]], None]
+# The pool of the session being served, in an engine (`Pool.session()`): its per-session upstreams.
+session_pool: ContextVar[Pool | None] = ContextVar("coffer_session_pool", default=None)
 
 
 class Pool:
@@ -44,7 +54,9 @@ class Pool:
         slot_hold: float = SLOT_HOLD_S,
         relay: Relay | None = None,
         on_session: Callable[[Upstream, Any], Awaitable[None]] | None = None,
+        share: Callable[[ServerConfig], Share] | None = None,
     ) -> None:
+        """`share`: how each server is run (an engine's gateway); None runs every server once."""
         self.gate = StartGate(limit)
         self.slot_hold = slot_hold
         self.upstreams: dict[str, Upstream] = {}
@@ -52,6 +64,15 @@ class Pool:
         self.on_listing = on_listing
         self.relay = relay
         self.on_session = on_session
+        self.share = share
+        self.per_session: dict[str, ServerConfig] = {}  # servers each new session runs for itself
+        self.children: list[Pool] = []  # one per session being served (`session()`)
+        self.host: Any = None  # a session's pool: its host session, once that is known
+        self._configs: dict[str, ServerConfig] = {}  # the enabled servers, as last synced
+        self.own: set[str] = set()  # a session's pool: the servers it runs itself
+        self._parent: Pool | None = None
+        self._one_host = True
+        self.started = False  # a session's pool: its host finished the handshake, its servers may start
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Pool:
@@ -71,8 +92,13 @@ class Pool:
         self._tg.start_soon(fn, *args)
 
     async def client_options(self, name: str) -> dict[str, Any]:
-        """Session callbacks that relay an upstream's requests to the host; none outside a gateway."""
-        return {} if self.relay is None else await self.relay.client_options(name)
+        """Session callbacks that relay an upstream's requests to the host; none outside a gateway. A
+        session's own upstream is told what its host declared, and asks that host only."""
+        if self.relay is None:
+            return {}
+        if self._parent is not None:
+            return await self.relay.client_options(name, host=lambda: self.host)
+        return await self.relay.client_options(name)
 
     def listed(self, upstream: Upstream, kinds: frozenset[str]) -> None:
         if self.on_listing is not None:
@@ -94,20 +120,96 @@ class Pool:
             self.spawn(self.relay.upstream_notice, upstream.name, notification)
 
     def get(self, name: str) -> Upstream | None:
-        return self.upstreams.get(name)
+        """The upstream serving `name` for the session being served: its own for a server it runs per
+        session, else the shared one (started here when a session that predates a share change needs it)."""
+        child = session_pool.get()
+        if child is not None and child in self.children and name in child.own:
+            return child._up(name, self._configs.get(name))
+        if name in self.upstreams or name not in self.per_session:
+            return self.upstreams.get(name)
+        return self._up(name, self._configs.get(name))
+
+    def _up(self, name: str, cfg: ServerConfig | None) -> Upstream | None:
+        if cfg is None:
+            return None
+        if name not in self.upstreams:
+            self.upstreams[name] = Upstream(cfg, self)
+        up = self.upstreams[name]
+        up.start()
+        return up
+
+    def live(self, upstream: Upstream) -> bool:
+        """Whether `upstream` is current here or in a session's pool (not one replaced or stopped)."""
+        pools = [self, *self.children]
+        return any(p.upstreams.get(upstream.name) is upstream for p in pools)
+
+    def running(self) -> list[Upstream]:
+        """The upstreams the session being served can reach: the shared ones and its own."""
+        child = session_pool.get()
+        own = list(child.upstreams.values()) if child is not None and child in self.children else []
+        return [*self.upstreams.values(), *own]
+
+    def every(self) -> list[tuple[Pool, Upstream]]:
+        """Every upstream with the pool that runs it (the shared pool's first)."""
+        return [(p, up) for p in (self, *self.children) for up in list(p.upstreams.values())]
+
+    @asynccontextmanager
+    async def session(self, one_host: bool = True) -> AsyncIterator[Pool]:
+        """A session's own pool for the per-session servers, current (`session_pool`) inside the block.
+        Which servers it runs itself is decided now, once: a server found to need it later is run per
+        session for the sessions that start after that. `one_host` False: the HTTP hosts of one
+        `serve --http` share it, and it asks whichever host's call is in flight."""
+        child = Pool(on_listing=self.on_listing, slot_hold=self.slot_hold, relay=self.relay, on_session=self.on_session)
+        child.gate, child.pids, child._parent = self.gate, self.pids, self
+        child._one_host = one_host
+        child.own = set(self.per_session)
+        async with child:
+            self.children.append(child)
+            token = session_pool.set(child)
+            try:
+                yield child
+            finally:
+                session_pool.reset(token)
+                self.children.remove(child)
+                self._drop_unneeded()
+
+    def host_known(self, host: Any) -> None:
+        """The session being served finished its handshake: start its own servers, told what it declared."""
+        child = session_pool.get()
+        if child is not None and child in self.children and not child.started:
+            child.started = True
+            child.host = host if child._one_host else None
+            child.sync(self._configs[n] for n in child.own if n in self._configs)
+            for up in list(child.upstreams.values()):  # made before the host was known (a registry re-read)
+                up.start()
+
+    def resync(self) -> None:
+        """Decide the share modes again (a server was seen asking for roots outside a call)."""
+        self.sync(self._configs.values())
 
     def sync(self, configs: Iterable[ServerConfig], start: bool = True) -> None:
         """Match the pool to these (enabled) configs: new ones added, changed ones replaced, others stopped."""
-        wanted = {cfg.name: cfg for cfg in configs}
+        self._configs = wanted = {cfg.name: cfg for cfg in configs}
+        if self.share is not None:
+            self.per_session = {name: cfg for name, cfg in wanted.items() if self.share(cfg).per_session}
+            for child in self.children:
+                child.sync((wanted[n] for n in child.own if n in wanted), start=child.started)
         for name, old in list(self.upstreams.items()):
             if name not in wanted or wanted[name] != old.cfg:
                 del self.upstreams[name]
                 self.spawn(old.stop)
         for name, cfg in wanted.items():
-            if name not in self.upstreams:
+            if name not in self.upstreams and name not in self.per_session:
                 self.upstreams[name] = Upstream(cfg, self)
                 if start:
                     self.upstreams[name].start()
+        self._drop_unneeded()
+
+    def _drop_unneeded(self) -> None:
+        """Stop the shared process of a per-session server once no running session still uses it."""
+        for name in [n for n in self.upstreams if n in self.per_session]:
+            if all(name in child.own for child in self.children):
+                self.spawn(self.upstreams.pop(name).stop)
 
     async def aclose(self) -> None:
         """Stop every upstream at once; each stop is bounded, so this ends within a few seconds."""

@@ -75,6 +75,7 @@ class _Origin:
 
 
 _connection = sdk.host_connection  # one per stdio host or HTTP session
+Host = Callable[[], Any]  # an engine session's host session (None until its handshake): coffer.gateway.pool
 
 
 def _sampling_gap(caps: types.ClientCapabilities, params: types.CreateMessageRequestParams) -> str | None:
@@ -113,6 +114,7 @@ class Relay:
         # (server, elicitation id) -> the host session that got that URL elicitation, for its completion
         self._elicitations: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self.on_notice: Callable[[str, Any], Awaitable[None]] | None = None  # the rest (tasks: coffer.gateway.tasks)
+        self.on_roots_outside_call: Callable[[str], None] | None = None  # coffer.gateway.share.SEEN_ROOTS
 
     # ------------------------------------------------------------------ hosts and calls
 
@@ -206,24 +208,27 @@ class Relay:
 
     # ------------------------------------------------------------------ what upstreams are told
 
-    async def client_options(self, server: str) -> dict[str, Any]:
-        """`ClientSession` keyword arguments for `server`: callbacks for what the host can take."""
+    async def client_options(self, server: str, host: Host | None = None) -> dict[str, Any]:
+        """`ClientSession` keyword arguments for `server`: callbacks for what the host can take. `host`:
+        an engine session's own upstream, told what that session's host declared and asking it only."""
         if self.host_wait is not None and not self._known.is_set():
             now = anyio.current_time()
             self._deadline = now + self.host_wait if self._deadline is None else self._deadline
             with anyio.move_on_after(self._deadline - now):
                 await self._known.wait()
-        opts: dict[str, Any] = {"logging_callback": lambda params: self._log(server, params)}
-        everything = self.host_wait is None or not self._known.is_set()
-        caps = None if everything else self._caps
+        opts: dict[str, Any] = {"logging_callback": lambda params: self._log(server, params, host)}
+        owner = host() if host is not None else None
+        everything = owner is None and (self.host_wait is None or not self._known.is_set())
+        caps = None if everything else (owner.client_capabilities if owner is not None else self._caps)
+        caps = caps if everything or caps is not None else types.ClientCapabilities()
         if everything or (caps is not None and caps.sampling is not None):
-            opts["sampling_callback"] = lambda ctx, params: self._sample(server, params)
+            opts["sampling_callback"] = lambda ctx, params: self._sample(server, params, host)
             if caps is not None:
                 opts["sampling_capabilities"] = caps.sampling
         if everything or (caps is not None and caps.elicitation is not None):
-            opts["elicitation_callback"] = lambda ctx, params: self._elicit(server, params)
+            opts["elicitation_callback"] = lambda ctx, params: self._elicit(server, params, host)
         if everything or (caps is not None and caps.roots is not None):
-            opts["list_roots_callback"] = lambda ctx: self._roots(server)
+            opts["list_roots_callback"] = lambda ctx: self._roots(server, host)
         extensions = MCP_APPS if everything else (caps.extensions if caps is not None else None)
         if extensions:  # servers that check for MCP Apps support show their UI only when it is declared
             opts["extensions"] = dict(extensions)
@@ -231,9 +236,15 @@ class Relay:
 
     # ------------------------------------------------------------------ relaying
 
-    def _target(self, server: str) -> tuple[Any, Any, _Origin | None] | str:
-        """(host session, related request id or None, origin) for a message from `server`, or why none."""
+    def _target(self, server: str, host: Host | None = None) -> tuple[Any, Any, _Origin | None] | str:
+        """(host session, related request id or None, origin) for a message from `server`, or why none.
+        A session's own upstream (`host`) reaches that session only."""
         calls = self._calls.get(server) or []
+        owner = host() if host is not None else None
+        if owner is not None:
+            calls = [o for o in calls if _connection(o.ctx.session) is _connection(owner)]
+            if not calls:
+                return self._standalone(owner), None, None
         if calls:
             if len({id(_connection(o.ctx.session)) for o in calls}) > 1:
                 return "calls from more than one client are in flight on it"
@@ -243,8 +254,8 @@ class Relay:
             return self.hosts[0], None, None
         return "no call of a client is in flight on it" if self.hosts else "no client is connected"
 
-    async def _ask(self, server: str, what: str, request: Any, result_type: Any, gap: Any) -> Any:
-        target = self._target(server)
+    async def _ask(self, server: str, what: str, request: Any, result_type: Any, gap: Any, host: Host | None) -> Any:
+        target = self._target(server, host)
         if isinstance(target, str):
             return _refused(what, server, target)
         session, related, origin = target
@@ -273,27 +284,29 @@ class Relay:
                     origin.pending.discard(scope)
         return types.ErrorData(code=types.INTERNAL_ERROR, message=f"the call that asked for {what} has ended")
 
-    async def _sample(self, server: str, params: types.CreateMessageRequestParams) -> Any:
+    async def _sample(self, server: str, params: types.CreateMessageRequestParams, host: Host | None) -> Any:
         result = types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
         request = types.CreateMessageRequest(params=params)
-        return await self._ask(server, "sampling", request, result, lambda caps: _sampling_gap(caps, params))
+        return await self._ask(server, "sampling", request, result, lambda caps: _sampling_gap(caps, params), host)
 
-    async def _elicit(self, server: str, params: types.ElicitRequestParams) -> Any:
-        target = self._target(server)
+    async def _elicit(self, server: str, params: types.ElicitRequestParams, host: Host | None) -> Any:
+        target = self._target(server, host)
         if isinstance(params, types.ElicitRequestURLParams) and params.elicitation_id and not isinstance(target, str):
             self._remember_elicitation(server, params.elicitation_id, target[0])
         request = types.ElicitRequest(params=params)
         return await self._ask(
-            server, "elicitation", request, types.ElicitResult, lambda caps: _elicitation_gap(caps, params)
+            server, "elicitation", request, types.ElicitResult, lambda caps: _elicitation_gap(caps, params), host
         )
 
-    async def _roots(self, server: str) -> Any:
+    async def _roots(self, server: str, host: Host | None) -> Any:
         def gap(caps: types.ClientCapabilities) -> str | None:
             return None if caps.roots is not None else "the client did not declare roots"
 
-        return await self._ask(server, "roots", types.ListRootsRequest(), types.ListRootsResult, gap)
+        if host is None and not self._calls.get(server) and self.on_roots_outside_call is not None:
+            self.on_roots_outside_call(server)  # it scopes itself to a client: an engine runs it per session
+        return await self._ask(server, "roots", types.ListRootsRequest(), types.ListRootsResult, gap, host)
 
-    async def _log(self, server: str, params: types.LoggingMessageNotificationParams) -> None:
+    async def _log(self, server: str, params: types.LoggingMessageNotificationParams, host: Host | None) -> None:
         """Pass an upstream's log line on, named after its server, to the host it concerns."""
         logger = f"{server}/{params.logger}" if params.logger else server
         note = types.LoggingMessageNotification(
@@ -301,13 +314,14 @@ class Relay:
                 level=params.level, logger=scrub(logger), data=scrub_obj(params.data)
             )
         )
-        if not self._calls.get(server):  # no call caused it: every legacy host that wants the level hears it
-            for host in list(self.hosts):
-                if self._hears(host, params.level):
+        owner = host() if host is not None else None
+        target = self._target(server, host) if self._calls.get(server) else None
+        if target is None or (not isinstance(target, str) and target[2] is None):  # no call of a host caused it:
+            for session in list(self.hosts) if owner is None else [self._standalone(owner)]:  # every legacy host
+                if self._hears(session, params.level):  # that wants the level hears it (its own host, if any)
                     with contextlib.suppress(Exception):  # a host that went away must not break the upstream
-                        await host.send_notification(note)
+                        await session.send_notification(note)
             return
-        target = self._target(server)
         if isinstance(target, str):
             return  # it could belong to either of two hosts: dropped, never guessed
         session, related, origin = target

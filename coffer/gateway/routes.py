@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from coffer.gateway import apps
+from coffer.gateway import apps, bigresults
 from coffer.gateway.builtins import SEARCH, CallFailure, HostError
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
@@ -65,10 +65,12 @@ def for_era(ctx: Any, result: dict[str, Any], cacheable: bool = False) -> dict[s
 
 @dataclass
 class Call:
-    """Who a tools/call went to, filled in as it is resolved (for the invocation log)."""
+    """Who a tools/call went to, filled in as it is resolved (for the invocation log: never its content)."""
 
     server: str
     tool: str
+    kept: str | None = None  # the id of the result, when it was over the cap and kept (coffer.gateway.bigresults)
+    result_bytes: int | None = None  # the kept result's size
 
 
 class Router:
@@ -136,7 +138,12 @@ class Router:
                 raise HostError("url_elicitation_required", error) from exc
             raise CallFailure("error", "upstream_error", f"{entry.server}: {exc.message}") from exc
         renamed = view.merged().ui_renamed.get(entry.server)  # its app under the URI hosts were given
-        return apps.rewrite_meta(result, renamed) if renamed else result
+        result = apps.rewrite_meta(result, renamed) if renamed else result
+        cap = bigresults.cap_for(view.registry.settings, up.cfg, params.meta)
+        result, kept = await bigresults.shrink(result, entry.server, entry.tool, cap, view.registry.settings)
+        if kept is not None:
+            call.kept, call.result_bytes = kept.id, kept.bytes
+        return result
 
     async def _resolve(self, name: str, call: Call) -> CatalogueTool:
         view = self.view
@@ -186,6 +193,8 @@ class Router:
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> dict[str, Any]:
         self.view.current_registry()
         uri = str(params.uri)
+        if bigresults.is_kept_uri(uri):  # a result kept by this gateway: read back whole
+            return for_era(ctx, await bigresults.read(uri))
         server = self.view.resource_owner(uri)
         if server is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")

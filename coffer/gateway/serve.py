@@ -16,7 +16,7 @@ import signal
 import socket
 import stat
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -300,22 +300,41 @@ def _versioned(app: Any) -> Any:
     return versioned
 
 
-async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) -> None:
+def http_server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any:
+    """A uvicorn server for the gateway's streamable HTTP app (bearer-guarded unless `token` is None);
+    `quiet`: it leaves signals to its process (the engine runs several, one per `serve --http`)."""
     import uvicorn
 
-    port = sock.getsockname()[1]
     app = _versioned(gateway.server.streamable_http_app(host="127.0.0.1"))  # Host and Origin checks stay on
     if token is not None:
         app = _guarded(app, token)
     # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", http="auto")
-    server = uvicorn.Server(config)
+    # in the engine, a `serve --http` that ends must not wait on a client's open event stream for ever
+    config = uvicorn.Config(
+        app, log_level="warning", lifespan="on", http="auto", timeout_graceful_shutdown=2 if quiet else None
+    )
+
+    class Quiet(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Quiet(config) if quiet else uvicorn.Server(config)
+
+
+def serving_line(port: int, token: bool) -> str:
+    how = "bearer token required (coffer paths: http_token)" if token else "no authentication (--no-auth)"
+    return f"coffer: serving MCP on http://127.0.0.1:{port}/mcp, {how}\n"
+
+
+async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) -> None:
+    port = sock.getsockname()[1]
+    server = http_server(gateway, token)
     # uvicorn re-raises the signal it caught once it has stopped; with a no-op handler in place that
     # re-raise cannot kill us before the upstreams are stopped.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    how = "bearer token required (coffer paths: http_token)" if token is not None else "no authentication (--no-auth)"
-    sys.stderr.write(f"coffer: serving MCP on http://127.0.0.1:{port}/mcp, {how}\n")
+    sys.stderr.write(serving_line(port, token is not None))
     await server.serve(sockets=[sock])
 
 

@@ -30,13 +30,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import builtins, knowledge, outbound, paging, profiles, rounds
-from coffer.gateway.builtins import ASK, BUILTIN, CALL, SEARCH, CallFailure, HostError, text_result
+from coffer.gateway import bigresults, builtins, knowledge, outbound, paging, profiles, rounds, share
+from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
 from coffer.gateway.sdk import GatewayServer, host_client
+from coffer.gateway.share import Share
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
 from coffer.gateway.upstream import State, Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
@@ -46,7 +47,7 @@ from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.trust.redact import scrub
 from coffer.vault import catalogue
-from coffer.vault.registry import Profile, Registry
+from coffer.vault.registry import Profile, Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
 
@@ -87,9 +88,11 @@ class Gateway:
         discovery_budget: float = DISCOVERY_BUDGET_S,
         host_wait: float | None = None,
         profile: str | None = None,
+        sessions: bool = False,
     ) -> None:
         """`host_wait`: how long upstream handshakes wait for the host's capabilities (None: many hosts);
-        `profile`: the `[profiles.NAME]` whose tools are advertised (coffer.gateway.profiles)."""
+        `profile`: the `[profiles.NAME]` whose tools are advertised (coffer.gateway.profiles); `sessions`:
+        many sessions are served (the engine), so servers with per-client state run once per session."""
         self.calllog = calllog
         self.profile_name = profile  # the default; an engine session names its own (`session_profile`)
         self._profiles: dict[str, Profile] = {}
@@ -97,8 +100,13 @@ class Gateway:
         self.discovery_budget = discovery_budget
         self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.gateway.relay)
         self.pool = Pool(
-            limit=start_limit, on_listing=self._on_listing, relay=self.relay, on_session=self._restore_session_state
+            limit=start_limit,
+            on_listing=self._on_listing,
+            relay=self.relay,
+            on_session=self._restore_session_state,
+            share=self.share_of if sessions else None,
         )
+        self.relay.on_roots_outside_call = self._roots_outside_call
         self.view = View(builtins.tool_definitions(), on_sync=self.pool.sync)
         self.tasks = TaskRelay(self.pool.get, self.pool.spawn, self._log_task)  # tasks (coffer.gateway.tasks)
         self.bus = InMemorySubscriptionBus()  # list changes for 2026-07-28 hosts' subscriptions/listen streams
@@ -142,13 +150,15 @@ class Gateway:
         bounded chance to list. Those that failed, or are still starting when the budget is spent, are
         remembered in the snapshot, so the next start does not wait for them again."""
         deadline = self._started_at + self.discovery_budget
-        for name, up in list(self.pool.upstreams.items()):
+        for up in self.pool.running():
+            name = up.name
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 break
             if name not in self.view.lists or (name in unfit and name not in self.view.live):
                 await up.wait_settled(remaining)
-        for name, up in list(self.pool.upstreams.items()):
+        for up in self.pool.running():
+            name = up.name
             if name in self.view.lists or (up.state is State.STARTING and anyio.current_time() < deadline):
                 continue
             reason = up.last_error if up.state is not State.STARTING else None
@@ -160,7 +170,7 @@ class Gateway:
 
     def _on_listing(self, up: Upstream, kinds: frozenset[str]) -> None:
         """An upstream listed (at start or after list_changed): merge now, persist and announce later."""
-        if up.listing is None or self.pool.get(up.name) is not up:
+        if up.listing is None or not self.pool.live(up):
             return
         changed, first = self.view.record(up.name, up.listing, kinds, up.capabilities)
         if changed or first:
@@ -168,7 +178,11 @@ class Gateway:
 
     async def _after_listing(self, up: Upstream, changed: frozenset[str], first: bool) -> None:
         lists = dict(self.view.lists.get(up.name, {}))
-        meta = {"told": sorted(up.told), "capabilities": self.view.server_caps.get(up.name, {})}
+        meta = {
+            "told": sorted(up.told),
+            "capabilities": self.view.server_caps.get(up.name, {}),
+            "seen": sorted(self.view.seen.get(up.name, ())),
+        }
         async with self._snapshot_lock:
             try:
                 await anyio.to_thread.run_sync(lambda: catalogue.save_server(up.name, lists, meta=meta))
@@ -199,8 +213,8 @@ class Gateway:
         that declared logging, so they need not produce what nobody will read."""
         level = self.relay.set_level(ctx.session, params.level)
         request = types.SetLevelRequest(params=types.SetLevelRequestParams(level=level))
-        for name, up in list(self.pool.upstreams.items()):
-            if up.session is not None and "logging" in self.view.server_caps.get(name, {}):
+        for _, up in self.pool.every():
+            if up.session is not None and "logging" in self.view.server_caps.get(up.name, {}):
                 with contextlib.suppress(CofferError, MCPError):
                     await up.request(request, timeout=min(up.cfg.timeout, 10.0))
         return for_era(ctx, {})
@@ -306,9 +320,25 @@ class Gateway:
     async def _on_initialized(self, ctx: Any, params: Any) -> None:
         if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self.relay.add_host(ctx.session)  # kept for list_changed and relaying, valid for the whole connection
+        self.pool.host_known(ctx.session)  # an engine session's own servers start, told what it declared
 
     async def _on_roots(self, ctx: Any, params: Any) -> None:
-        await self.relay.roots_changed(up.session for up in list(self.pool.upstreams.values()) if up.session)
+        await self.relay.roots_changed(up.session for up in self.pool.running() if up.session)
+
+    def share_of(self, cfg: ServerConfig) -> Share:
+        """How the engine runs `cfg` (coffer.gateway.share), from its entry and what it was seen doing."""
+        return share.decide(cfg, self.view.seen.get(cfg.name, ()))
+
+    def _roots_outside_call(self, server: str) -> None:
+        """A server asked for roots with no call in flight: remembered, and under the engine it runs once
+        per session from now on (each asks its own host), unless its entry says how to share it."""
+        seen = self.view.seen.setdefault(server, set())
+        if share.SEEN_ROOTS in seen:
+            return
+        seen.add(share.SEEN_ROOTS)
+        self.pool.spawn(anyio.to_thread.run_sync, catalogue.note_seen, server, share.SEEN_ROOTS)
+        if self.pool.share is not None:
+            self.pool.resync()
 
     async def _listing(self, ctx: Any) -> Merged:
         """The merged view a list request answers from: current curation, new servers given their chance.
@@ -333,6 +363,7 @@ class Gateway:
 
     async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
+        self.pool.host_known(ctx.session)
         merged = await self._listing(ctx)
         profile = self.profile
         if profile is None:
@@ -432,6 +463,8 @@ class Gateway:
                 duration_ms=ms,
                 outcome=outcome,
                 error_class=error,
+                kept=call.kept,
+                result_bytes=call.result_bytes,
             )
         )
 
@@ -449,9 +482,11 @@ class Gateway:
             call.tool = target
             forwarded = types.CallToolRequestParams(name=target, arguments=inner, _meta=params.meta)
             return await self.router.call_tool(ctx, forwarded, call)
-        if params.name not in (SEARCH, ASK):
+        if params.name not in (SEARCH, ASK, READ):
             return await self.router.call_tool(ctx, params, call)
         call.server, call.tool = BUILTIN, params.name.removeprefix(f"{BUILTIN}__")
+        if params.name == READ:
+            return await bigresults.read_tool(args, bigresults.cap_for(self.view.registry.settings, None, params.meta))
         if params.name == SEARCH:
             m = self.view.merged()
             return await builtins.search_tools(m.visible_tools, m.key, args, self.hidden())

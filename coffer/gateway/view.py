@@ -40,6 +40,7 @@ class View:
         self.live: set[str] = set()  # servers listed live by this gateway (the rest come from the snapshot)
         self.told: dict[str, frozenset[str]] = {}  # snapshot entries: host capabilities they were listed under
         self.server_caps: dict[str, dict[str, Any]] = {}  # what each server declared (live, else snapshot)
+        self.seen: dict[str, set[str]] = {}  # what each server was seen doing (coffer.gateway.share)
         self.errors: dict[str, str] = {}  # servers that never listed, and why (snapshot, or this start)
         self.version = 0
         self._reg_stamp: tuple[int, int, int] | None = None
@@ -59,6 +60,7 @@ class View:
             self.lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
             self.told[name] = frozenset(entry.told)
             self.server_caps[name] = dict(entry.capabilities)
+            self.seen[name] = set(entry.seen)
             if entry.error:
                 self.errors[name] = entry.error
             if self.pins is not None:  # a snapshot written elsewhere (refresh) may hold a changed tool

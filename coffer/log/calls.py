@@ -49,7 +49,7 @@ _ERROR_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 
 COLUMNS = (
     *("id", "ts", "client_name", "client_version", "server", "tool"),
-    *("duration_ms", "outcome", "error_class", "pid"),
+    *("duration_ms", "outcome", "error_class", "pid", "kept", "result_bytes"),
 )
 
 MIGRATIONS = Migrations("coffer.log")
@@ -82,6 +82,13 @@ def _m0002_pid_tool_index_meta(db: sqlite_utils.Database) -> None:
     db.execute("CREATE TABLE log_meta (key TEXT PRIMARY KEY, value TEXT)")
 
 
+@MIGRATIONS(name="0003_kept_results")
+def _m0003_kept_results(db: sqlite_utils.Database) -> None:
+    # a result over the cap was kept (coffer.results): its id and size, never its content
+    db.execute("ALTER TABLE calls ADD COLUMN kept TEXT")
+    db.execute("ALTER TABLE calls ADD COLUMN result_bytes INTEGER")
+
+
 @dataclass(frozen=True)
 class CallRecord:
     """One finished call. `ts` is when it started (epoch seconds)."""
@@ -94,6 +101,8 @@ class CallRecord:
     duration_ms: float
     outcome: str  # "ok" | "error" | "timeout" | "cancelled" | "refused"
     error_class: str | None = None  # a short code or class name, never an upstream error body
+    kept: str | None = None  # the id of a result kept for being over the cap (coffer.results)
+    result_bytes: int | None = None  # that result's size
 
 
 def _short(value: object, limit: int = _TEXT_MAX) -> str | None:
@@ -119,13 +128,16 @@ def _row(rec: CallRecord, pid: int) -> tuple[Any, ...]:
         rec.outcome if rec.outcome in OUTCOMES else "error",
         safe_error_class(rec.error_class),
         pid,
+        rec.kept if rec.kept is not None and _KEPT_ID.fullmatch(rec.kept) else None,
+        int(rec.result_bytes) if rec.result_bytes is not None else None,
     )
 
 
 _INSERT = (
-    "INSERT INTO calls (ts, client_name, client_version, server, tool, duration_ms, outcome, error_class, pid) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO calls (ts, client_name, client_version, server, tool, duration_ms, outcome, error_class, pid, "
+    "kept, result_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+_KEPT_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def migrate(db: sqlite_utils.Database) -> None:

@@ -82,6 +82,7 @@ class ServerEntry(Listing):
     told: list[str] = field(default_factory=list)
     capabilities: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set when the server has never listed: why its last start failed
+    seen: list[str] = field(default_factory=list)  # behaviours observed (coffer.gateway.share.SEEN_ROOTS)
 
 
 @dataclass
@@ -173,9 +174,18 @@ def load_snapshot(path: Path | None = None) -> Snapshot | None:
             told=[str(c) for c in told] if isinstance(told, list) else [],
             capabilities=caps if isinstance(caps, dict) else {},
             error=str(entry["error"]) if entry.get("error") else None,
+            seen=[str(x) for x in entry.get("seen") or [] if isinstance(x, str)],
             **{kind: list(entry.get(kind) or []) for kind in KINDS},
         )
     return snap
+
+
+def _for_update(path: Path) -> Snapshot:
+    """The snapshot to change (under its lock): a damaged one is derived data, rebuilt from nothing."""
+    try:
+        return load_snapshot(path) or Snapshot(path=path)
+    except RegistryError:
+        return Snapshot(path=path)
 
 
 def save_server(
@@ -187,23 +197,21 @@ def save_server(
     **lists: list[dict[str, Any]],
 ) -> None:
     """Record what `server` just served (any of tools/prompts/resources/resource_templates, in `listing`
-    or as keywords); `meta` may carry `told` and `capabilities` (see `ServerEntry`)."""
+    or as keywords); `meta` may carry `told`, `capabilities` and `seen` (see `ServerEntry`)."""
     lists = {**(listing or {}), **lists}
     path = path or paths.snapshot_path()
     unknown = set(lists) - set(KINDS)
     if unknown:
         raise ValueError(f"unknown catalogue kinds: {sorted(unknown)}")
     with locked(path):
-        try:
-            snap = load_snapshot(path) or Snapshot(path=path)
-        except RegistryError:
-            snap = Snapshot(path=path)  # a damaged snapshot is derived data: rebuild it
+        snap = _for_update(path)
         entry = snap.servers.setdefault(server, ServerEntry())
         for kind, items in lists.items():
             setattr(entry, kind, items)
         if meta is not None:
             entry.told = sorted(meta.get("told") or [])
             entry.capabilities = dict(meta.get("capabilities") or {})
+            entry.seen = sorted({*entry.seen, *(meta.get("seen") or [])})
         entry.error = None
         entry.updated_at = time.time()
         _write(snap)
@@ -215,15 +223,25 @@ def save_failure(server: str, error: str, path: Path | None = None) -> None:
     keeps it: its tools were real, and it may come back."""
     path = path or paths.snapshot_path()
     with locked(path):
-        try:
-            snap = load_snapshot(path) or Snapshot(path=path)
-        except RegistryError:
-            snap = Snapshot(path=path)
+        snap = _for_update(path)
         entry = snap.servers.get(server)
         if entry is not None and entry.error is None:
             return
         snap.servers[server] = ServerEntry(error=error[:500], updated_at=time.time())
         _write(snap)
+
+
+def note_seen(server: str, what: str, path: Path | None = None) -> bool:
+    """Remember a behaviour of `server` across starts; False when it was already noted."""
+    path = path or paths.snapshot_path()
+    with locked(path):
+        snap = _for_update(path)
+        entry = snap.servers.get(server)
+        if entry is None or what in entry.seen:  # not listed yet: its first listing carries the note (meta)
+            return False
+        entry.seen = sorted({*entry.seen, what})
+        _write(snap)
+        return True
 
 
 def drop_server(server: str, path: Path | None = None) -> None:
@@ -243,6 +261,7 @@ def _write(snap: Snapshot) -> None:
             "told": entry.told,
             "capabilities": entry.capabilities,
             **({"error": entry.error} if entry.error else {}),
+            **({"seen": entry.seen} if entry.seen else {}),
             "names": {t.name: t.tool for t in build_tools(name, entry.tools)},
             **{kind: getattr(entry, kind) for kind in KINDS},
         }

@@ -35,12 +35,15 @@ if TYPE_CHECKING:  # tomlkit is imported where the registry is written: reading 
 
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TIMEOUT_S = 60.0
+SHARE_MODES = ("auto", "shared", "session")  # coffer.gateway.share
 HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
     "# Managed by `coffer add/remove/enable/disable`; hand edits and comments are kept.\n"
 )
 SERVER_KEYS = {
     *("command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout", "prefix", "oauth"),
+    "share",
+    "max_result_tokens",
 }
 
 
@@ -60,6 +63,8 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT_S
     prefix: str | None = None  # None: the server name; "": tools and prompts exposed bare
     oauth: bool = False  # an HTTP server that authorises with OAuth (tokens in the secret store, `coffer auth`)
+    share: str = "auto"  # under the engine: one process for all sessions or one each (coffer.gateway.share)
+    max_result_tokens: int | None = None  # its results' cap, below [settings] result_max_tokens (bigresults)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -91,6 +96,10 @@ class ServerConfig:
             out["prefix"] = self.prefix
         if self.oauth:
             out["oauth"] = True
+        if self.share != "auto":
+            out["share"] = self.share
+        if self.max_result_tokens is not None:
+            out["max_result_tokens"] = self.max_result_tokens
         if self.url:
             out["url"] = mask_url(self.url) if mask else self.url
             out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
@@ -283,6 +292,12 @@ def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
     oauth = want("oauth", bool, False)
     if oauth and not url:
         raise RegistryError(f"{where}: servers.{name}.oauth applies only to a 'url' server")
+    cap = want("max_result_tokens", int, None)
+    if cap is not None and (isinstance(cap, bool) or cap < 1):
+        raise RegistryError(f"{where}: servers.{name}.max_result_tokens must be a positive number of tokens")
+    share = want("share", str, "auto")
+    if share not in SHARE_MODES:
+        raise RegistryError(f"{where}: servers.{name}.share must be one of {', '.join(SHARE_MODES)}, not '{share}'")
     if prefix is not None and ((prefix and not NAME_RE.match(prefix)) or prefix in RESERVED_NAMES):
         raise RegistryError(f"{where}: servers.{name}.prefix '{prefix}' is invalid (use '' or a name like a server's)")
     return ServerConfig(
@@ -298,6 +313,8 @@ def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         timeout=float(timeout),
         prefix=prefix,
         oauth=oauth,
+        share=share,
+        max_result_tokens=cap,
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
 
@@ -388,6 +405,10 @@ def _server_table(cfg: ServerConfig) -> Any:
         table.add("prefix", cfg.prefix)
     if cfg.oauth:
         table.add("oauth", True)
+    if cfg.share != "auto":
+        table.add("share", cfg.share)
+    if cfg.max_result_tokens is not None:
+        table.add("max_result_tokens", cfg.max_result_tokens)
     return table
 
 

@@ -110,7 +110,7 @@ def test_import_probes_so_the_first_list_is_complete(cli: CliRunner, home: Path)
             return await s.tool_names()
 
     names = anyio.run(first_list)
-    assert all(f"fx{i}__echo" in names for i in range(3)) and len(names) == 2 + 30
+    assert all(f"fx{i}__echo" in names for i in range(3)) and len(names) == 3 + 30
 
 
 def test_secret_arguments_are_masked_everywhere_they_are_printed(cli: CliRunner, coffer_home: Path) -> None:

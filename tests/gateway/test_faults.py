@@ -25,6 +25,7 @@ import pytest
 import tomlkit
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 
+from coffer.engine import control
 from coffer.manage import servers as manage
 from coffer.vault import catalogue, registry
 
@@ -58,7 +59,7 @@ SERVERS = {
 NEVER_UP = ("deadstart", "hanger", "looper", "nosecret", "enoent", "handmade")
 
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.serve_modes]  # through the engine and --standalone
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +93,9 @@ def setup_vault(home: Path, servers: dict[str, tuple[str, float]], events: Path,
 
 def gateway_params(home: Path, *extra: str) -> StdioServerParameters:
     env = {"COFFER_HOME": str(home), "COFFER_SECRETS_BACKEND": "file", "PYTHONPATH": str(Path.cwd())}
+    env["COFFER_ENGINE_IDLE"] = os.environ.get("COFFER_ENGINE_IDLE", "3")
+    if os.environ.get("COFFER_STANDALONE") == "1":  # the test's mode (tests/conftest.py)
+        env["COFFER_STANDALONE"] = "1"
     return StdioServerParameters(command=sys.executable, args=["-m", "coffer", "serve", *extra], env=env)
 
 
@@ -169,8 +173,8 @@ def fixture_processes(home: Path) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    home = tmp_path_factory.mktemp("faults") / "vault"
+def vault(tmp_path_factory: pytest.TempPathFactory, serve_mode: str) -> Path:
+    home = tmp_path_factory.mktemp(f"faults-{serve_mode}") / "vault"
     # `handmade` is added by hand (or by an agent editing the file), never through `coffer add`.
     args = [str(FIXTURE), "--name", "handmade", "--events", str(home / "events.txt")]
     hand = tomlkit.dumps({"servers": {"handmade": {"command": sys.executable, "args": args}}})
@@ -179,13 +183,14 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-async def gw(vault: Path) -> AsyncIterator[ClientSession]:
+async def gw(vault: Path, serve_mode: str) -> AsyncIterator[ClientSession]:
     subreaper(True)
     try:
-        async with connect(vault) as session:
+        async with connect(vault, *(["--standalone"] if serve_mode == "standalone" else [])) as session:
             yield session
     finally:
         subreaper(False)
+        control.stop(vault / "coffer.toml")  # the module's engine, upstreams and all
 
 
 # ---------------------------------------------------------------- the matrix on one shared gateway
@@ -253,8 +258,13 @@ async def test_hang_on_call_times_out_and_cancels_upstream(gw: ClientSession, va
 
 
 async def test_ten_megabyte_result(gw: ClientSession) -> None:
-    ok, text = await call(gw, "good__big", {"mb": 10})
-    assert ok and len(text) == 10 * 1024 * 1024 and set(text) == {"x"}
+    """Over the token cap: a preview and a link; the link gives the 10 MB back intact (coffer.results)."""
+    result = await gw.call_tool("good__big", {"mb": 10})
+    (link,) = [c for c in result.content if isinstance(c, types.ResourceLink)]
+    assert not result.is_error and "10.0 MB" in text_of(result)
+    (whole,) = (await gw.read_resource(str(link.uri))).contents
+    assert isinstance(whole, types.TextResourceContents)
+    assert len(whole.text) == 10 * 1024 * 1024 and set(whole.text) == {"x"}
     await healthy(gw)
 
 
@@ -397,6 +407,7 @@ async def test_hand_added_or_edited_servers_wait_for_approval(gw: ClientSession,
 # ---------------------------------------------------------------- cases that end the gateway
 
 
+@pytest.mark.one_mode("standalone")  # the engine's counterpart: tests/engine
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
 async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signals) -> None:
     """The in-process gateway (--standalone): its death ends every upstream. The engine's own death is

@@ -13,7 +13,7 @@ import pytest
 from coffer.vault import catalogue, registry
 from tests.fixtures.gateway_harness import add_fixture, read_events, serve, text, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.serve_modes]  # through the engine and --standalone
 
 
 async def test_merge_route_curate_and_builtins(coffer_home: Path) -> None:
@@ -216,6 +216,7 @@ async def test_log_rows_are_not_trust_changes(coffer_home: Path) -> None:
         assert gw.merged() is not view and gw.refusal("alpha", "echo", "alpha__echo") is not None
 
 
+@pytest.mark.one_mode("standalone")  # the engine's counterpart: tests/engine
 async def test_first_list_never_shows_tools_listed_for_a_more_capable_host(coffer_home: Path) -> None:
     """A snapshot written while a host with roots was connected holds a roots-only tool: the next host
     without roots must not be shown it, not even in the first list (the server is waited for instead)."""

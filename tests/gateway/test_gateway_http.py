@@ -19,6 +19,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from coffer.engine import control
 from coffer.errors import UpstreamError
 from coffer.gateway.pool import probe
 from coffer.manage import servers
@@ -86,11 +87,14 @@ async def test_http_upstreams_with_header_secrets(
         assert TOKEN not in text(refused)
 
 
-async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
+@pytest.mark.parametrize("standalone", [False, True], ids=["engine", "standalone"])
+async def test_serve_over_http_and_stop_cleanly(coffer_home: Path, standalone: bool) -> None:
+    """Through the engine the front's going closes the port and the engine's upstreams stop with the engine;
+    standalone they stop with `coffer serve`."""
     add_fixture(coffer_home, "alpha", "relay")
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer", "serve", "--http", str(port)],
+        [sys.executable, "-m", "coffer", "serve", "--http", str(port), *(["--standalone"] if standalone else [])],
         env=serve_env(coffer_home),
         stdin=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -122,11 +126,18 @@ async def test_serve_over_http_and_stop_cleanly(coffer_home: Path) -> None:
         ):
             await session.initialize()
             assert text(await session.call_tool("alpha__ask_model")) == "model said: sampled over http"
-        tree = descendants(proc.pid)
+        state = control.status()
+        engine = None if state is None else int(state["engine"]["pid"])
+        assert (engine is None) == standalone
+        tree = descendants(engine if engine is not None else proc.pid)
         assert tree
         os.kill(proc.pid, signal.SIGTERM)
         await wait_for(lambda: proc.poll() is not None, timeout=10, what="coffer serve to exit")
-        await wait_for(lambda: not any(alive(p) for p in tree), timeout=6, what="its upstreams to be gone")
+        if engine is not None:
+            await wait_for(lambda: not listening(port), timeout=10, what="the engine to close the front's port")
+            assert all(alive(p) for p in tree)  # other sessions may use them: they go with the engine
+            assert control.stop(coffer_home / "coffer.toml")
+        await wait_for(lambda: not any(alive(p) for p in tree), timeout=10, what="its upstreams to be gone")
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -16,7 +16,7 @@ from mcp.client.session import ClientRequestContext
 
 from tests.fixtures.gateway_harness import add_fixture, read_events, serve, text, wait_for
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.serve_modes]  # through the engine and --standalone
 
 
 async def test_a_host_with_the_capabilities_answers_upstream_requests(coffer_home: Path, tmp_path: Path) -> None:
@@ -84,6 +84,7 @@ async def test_a_relayed_request_ends_with_the_call_that_caused_it(coffer_home: 
         assert text(await s.call("alpha__echo", {"text": "after"})) == "after"
 
 
+@pytest.mark.one_mode("standalone")  # the engine's counterpart: tests/engine
 async def test_a_host_without_them_gets_clear_errors(coffer_home: Path) -> None:
     """Standalone, the upstream is told only what its one host can take (so it falls back itself)."""
     add_fixture(coffer_home, "alpha", "relay")
@@ -95,6 +96,7 @@ async def test_a_host_without_them_gets_clear_errors(coffer_home: Path) -> None:
         assert text(await s.call("alpha__echo", {"text": "still here"})) == "still here"
 
 
+@pytest.mark.one_mode("engine")
 async def test_through_the_engine_a_host_without_them_is_refused_per_request(coffer_home: Path) -> None:
     """The engine's upstream serves every session, so it is told everything; a request for a host that
     cannot take it is refused by Coffer, with the reason, and the next call goes on."""

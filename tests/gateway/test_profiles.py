@@ -16,7 +16,7 @@ from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture, serve, text
 
 pytestmark = pytest.mark.anyio
-BUILTINS = ["coffer__search_tools", "coffer__ask"]
+BUILTINS = ["coffer__search_tools", "coffer__ask", "coffer__read_result"]
 
 
 def used(server: str, tool: str, times: int) -> None:
@@ -37,7 +37,7 @@ async def test_a_capped_profile_pins_then_most_used_and_stays_stable(coffer_home
         await s.tool_names()
     await anyio.to_thread.run_sync(used, "beta", "pid", 3)
     await anyio.to_thread.run_sync(used, "alpha", "noisy", 1)
-    await anyio.to_thread.run_sync(cli_add, "small", "--max-tools", "6", "--pin", "alpha__env")
+    await anyio.to_thread.run_sync(cli_add, "small", "--max-tools", "7", "--pin", "alpha__env")
     async with serve(coffer_home, args=("--profile", "small")) as s:
         names = await s.tool_names()
         assert names == [*BUILTINS, "coffer__call_tool", "alpha__env", "beta__pid", "alpha__noisy"]
@@ -73,7 +73,7 @@ async def test_no_profile_is_unchanged(coffer_home: Path) -> None:
     add_fixture(coffer_home, "alpha")
     async with serve(coffer_home) as s:
         names = await s.tool_names()
-    assert names[:2] == BUILTINS and "coffer__call_tool" not in names and len(names) == 12
+    assert names[:3] == BUILTINS and "coffer__call_tool" not in names and len(names) == 13
 
 
 def test_profile_commands_and_install_round_trip(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:

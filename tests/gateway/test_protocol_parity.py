@@ -110,7 +110,7 @@ async def test_lists_page_and_refuse_a_cursor_they_did_not_give(via: str, coffer
 async def test_by_default_a_list_is_one_page_and_any_cursor_is_refused(coffer_home: Path) -> None:
     async with peer("coffer", coffer_home) as p:
         result = (await p.request("tools/list"))["result"]
-        assert "nextCursor" not in result and len(result["tools"]) == 2 + 10
+        assert "nextCursor" not in result and len(result["tools"]) == 3 + 10  # the built-ins and the upstream's
         for method in ("tools/list", "prompts/list", "resources/list", "resources/templates/list"):
             response = await p.request(method, {"cursor": "anything"})
             assert response["error"]["code"] == -32602, method

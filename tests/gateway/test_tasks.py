@@ -44,7 +44,9 @@ def text_of(result: dict[str, Any]) -> str:
 async def until_done(p: RawPeer, task_id: str) -> dict[str, Any]:
     with anyio.fail_after(20):
         while True:
-            task = (await p.request("tasks/get", {"taskId": task_id}))["result"]
+            answer = await p.request("tasks/get", {"taskId": task_id})
+            assert "result" in answer, answer
+            task = answer["result"]
             if task["status"] in ("completed", "failed", "cancelled"):
                 return dict(task)
             await anyio.sleep(0.05)

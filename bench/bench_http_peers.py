@@ -1,0 +1,243 @@
+"""`coffer serve --http` beside the HTTP peers users compare it with: mcp-proxy and mcp-hub.
+
+    python bench/bench_http_peers.py --install   # once: the peers into bench/.peers (not project deps)
+    python bench/bench_http_peers.py [--rounds 6] [--calls 40]
+
+Every gateway fronts the same upstream, the bundled demo server (an mcp 2.x SDK server on stdio), and is
+reached over streamable HTTP on 127.0.0.1 by the same client: the MCP SDK's, whose httpx connection is
+kept alive. Gateways: Coffer through its engine (the default), Coffer `--standalone`, mcp-proxy (PyPI, in
+its own venv since it needs mcp<2), mcp-hub (npm, its unified /mcp endpoint). The baseline is the demo
+server called directly over stdio in the same run. Measured, in interleaved rounds so machine load
+weighs on all alike:
+  - added latency: p50 of an echo call through the gateway minus p50 direct;
+  - calls/s with 200 concurrent calls on one client session, and with 4 sessions x 50;
+  - a 1 MB echo (1 MB in, 1 MB out): p50 added over direct.
+Figures, never asserts. A peer that is not installed is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from coffer.manage import servers as manage  # noqa: E402
+from coffer.manage.demo import demo_server_path  # noqa: E402
+from coffer.vault import registry  # noqa: E402
+
+DEMO = str(demo_server_path())
+PEERS = ROOT / "bench" / ".peers"
+BIG = "x" * (1 << 20)
+
+
+def install(peers: Path) -> None:
+    """mcp-proxy in its own venv (it needs mcp<2), mcp-hub in its own npm prefix."""
+    peers.mkdir(parents=True, exist_ok=True)
+    venv = peers / "proxy"
+    if not (venv / "bin" / "mcp-proxy").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "mcp-proxy"], check=True)
+    if not (peers / "hub" / "node_modules" / ".bin" / "mcp-hub").exists():
+        subprocess.run(["npm", "install", "--silent", "--prefix", str(peers / "hub"), "mcp-hub"], check=True)
+    print(f"peers installed under {peers}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def listening(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            await anyio.sleep(0.1)
+    raise RuntimeError(f"nothing listens on {port}")
+
+
+class Gateway:
+    """One HTTP gateway process over the demo server."""
+
+    def __init__(self, name: str, argv: list[str], port: int, tool: str, env: dict[str, str], headers: Any) -> None:
+        self.name, self.argv, self.port, self.tool, self.env, self.headers = name, argv, port, tool, env, headers
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    async def __aenter__(self) -> Gateway:
+        self.proc = subprocess.Popen(
+            self.argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        await listening(self.port)
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[ClientSession]:
+        async with (
+            httpx2.AsyncClient(headers=self.headers, timeout=60) as http,
+            streamable_http_client(f"http://127.0.0.1:{self.port}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            names = [t.name for t in (await s.list_tools()).tools]
+            deadline = time.monotonic() + 30
+            while self.tool not in names and time.monotonic() < deadline:  # mcp-hub lists once its server is up
+                await anyio.sleep(0.2)
+                names = [t.name for t in (await s.list_tools()).tools]
+            yield s
+
+
+def coffer_vault() -> tuple[Path, dict[str, str]]:
+    home = Path(tempfile.mkdtemp(prefix="coffer-bench-peers-"))
+    old = os.environ.get("COFFER_HOME")
+    os.environ["COFFER_HOME"] = str(home)
+    try:
+        manage.add_server(registry.ServerConfig(name="demo", command=sys.executable, args=[DEMO]))
+    finally:
+        if old is None:
+            del os.environ["COFFER_HOME"]
+        else:
+            os.environ["COFFER_HOME"] = old
+    env = dict(os.environ, COFFER_HOME=str(home), COFFER_ENGINE_IDLE="5")
+    return home, env
+
+
+def gateways(peers: Path) -> list[Gateway]:
+    home, env = coffer_vault()
+    coffer = [sys.executable, "-m", "coffer", "serve", "--no-auth", "--http"]
+    out = []
+    port = free_port()
+    out.append(Gateway("coffer (engine)", [*coffer, str(port)], port, "demo__echo", env, {}))
+    port = free_port()
+    out.append(Gateway("coffer --standalone", [*coffer, str(port), "--standalone"], port, "demo__echo", env, {}))
+    proxy = peers / "proxy" / "bin" / "mcp-proxy"
+    if proxy.exists():
+        port = free_port()
+        argv = [str(proxy), "--port", str(port), "--host", "127.0.0.1", "--", sys.executable, DEMO]
+        out.append(Gateway("mcp-proxy", argv, port, "echo", dict(os.environ), {}))
+    else:
+        print(f"mcp-proxy: not installed under {peers} (--install): skipped")
+    hub = peers / "hub" / "node_modules" / ".bin" / "mcp-hub"
+    if hub.exists() and shutil.which("node"):
+        port = free_port()
+        config = home / "mcp-hub.json"
+        config.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [DEMO]}}}))
+        hub_env = dict(os.environ, XDG_STATE_HOME=str(home / "state"), XDG_CONFIG_HOME=str(home / "config"))
+        argv = [str(hub), "--port", str(port), "--config", str(config)]
+        out.append(Gateway("mcp-hub", argv, port, "demo__echo", hub_env, {}))
+    else:
+        print(f"mcp-hub: not installed under {peers} (--install), or no node: skipped")
+    return out
+
+
+async def timed(s: ClientSession, tool: str, text: str, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await s.call_tool(tool, {"text": text})
+        out.append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
+async def rate(sessions: list[ClientSession], tool: str, per_session: int) -> float:
+    async def burst(s: ClientSession) -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(per_session):
+                tg.start_soon(s.call_tool, tool, {"text": f"c{i}"})
+
+    t0 = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for s in sessions:
+            tg.start_soon(burst, s)
+    return len(sessions) * per_session / (time.perf_counter() - t0)
+
+
+async def main(args: argparse.Namespace) -> None:
+    gws = gateways(args.peers)
+    lat: dict[str, list[float]] = {"direct": []}
+    big: dict[str, list[float]] = {"direct": []}
+    one: dict[str, list[float]] = {}
+    many: dict[str, list[float]] = {}
+    params = StdioServerParameters(command=sys.executable, args=[DEMO])
+    async with AsyncExitStack() as stack:
+        errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (closed by the stack)
+        read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        direct = await stack.enter_async_context(ClientSession(read, write))
+        await direct.initialize()
+        opened: list[tuple[Gateway, list[ClientSession]]] = []
+        for gw in gws:
+            await stack.enter_async_context(gw)
+            sessions = [await stack.enter_async_context(gw.session()) for _ in range(4)]
+            opened.append((gw, sessions))
+            for s in sessions:  # warm: every upstream started, every connection open
+                await s.call_tool(gw.tool, {"text": "warm"})
+        for r in range(args.rounds):
+            order = opened if r % 2 == 0 else opened[::-1]
+            lat["direct"] += await timed(direct, "echo", "hi", args.calls)
+            big["direct"] += await timed(direct, "echo", BIG, 3)
+            for gw, sessions in order:
+                s = sessions[0]
+                tool = gw.tool
+                lat.setdefault(gw.name, []).extend(await timed(s, tool, "hi", args.calls))
+                big.setdefault(gw.name, []).extend(await timed(s, tool, BIG, 3))
+                one.setdefault(gw.name, []).append(await rate([s], tool, 200))
+                many.setdefault(gw.name, []).append(await rate(sessions, tool, 50))
+    base, base_big = statistics.median(lat["direct"]), statistics.median(big["direct"])
+    print(f"\ndirect stdio echo p50 {base:.2f} ms, 1 MB echo p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
+    print(f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'1 MB added':>11} {'200 conc/s':>11} {'4x50 /s':>9}")
+    for name in [gw.name for gw, _ in opened]:
+        p50 = statistics.median(lat[name]) - base
+        p95 = statistics.quantiles(lat[name], n=20)[18] - statistics.quantiles(lat["direct"], n=20)[18]
+        b = statistics.median(big[name]) - base_big
+        print(
+            f"{name:22} {p50:8.2f}ms {p95:8.2f}ms {b:9.1f}ms "
+            f"{statistics.median(one[name]):11.0f} {statistics.median(many[name]):9.0f}"
+        )
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--install", action="store_true", help="install the peers into --peers and exit")
+    parser.add_argument("--peers", type=Path, default=PEERS)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--calls", type=int, default=40)
+    ns = parser.parse_args()
+    if ns.install:
+        install(ns.peers)
+    else:
+        anyio.run(main, ns)

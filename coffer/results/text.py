@@ -1,0 +1,71 @@
+"""Reading a kept result a part at a time: a range of its text, or the lines that match a pattern.
+
+Both answer within the same token cap as any other result, and say where to go on from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from coffer.errors import UsageError
+from coffer.results import store, tokens
+
+MAX_MATCHES = 100
+MAX_PATTERN = 500
+
+
+def text_of(result: Mapping[str, Any]) -> str:
+    """The readable text of a result: its text parts in order, else its structured content as JSON."""
+    parts: list[str] = []
+    for item in result.get("content") or []:
+        if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
+            parts.append(item["text"])
+        elif isinstance(item, dict) and item.get("type") == "resource":
+            res = item.get("resource")
+            if isinstance(res, dict) and isinstance(res.get("text"), str):
+                parts.append(res["text"])
+    if not parts and result.get("structuredContent") is not None:
+        parts.append(json.dumps(result["structuredContent"], ensure_ascii=False, indent=1))
+    return "\n\n".join(parts)
+
+
+def read_range(value: str, offset: int, length: int, cap: int) -> str:
+    """Characters [offset, offset+length) of a kept result's text, cut to `cap` tokens."""
+    if offset < 0 or length < 1:
+        raise UsageError("offset must be >= 0 and length >= 1")
+    kept = store.get(value)
+    text = text_of(store.load(kept.id))
+    piece = tokens.head(text[offset : offset + length], cap)
+    end = offset + len(piece)
+    more = f"; next: offset {end}" if end < len(text) else "; that is the end"
+    return f"[coffer] {kept.uri}: characters {offset:,}-{end:,} of {len(text):,}{more}\n{piece}"
+
+
+def grep(value: str, pattern: str, cap: int, context: int = 0, ignore_case: bool = False) -> str:
+    """The lines of a kept result's text that match `pattern` (a Python regex), numbered, with `context`
+    lines around each, at most MAX_MATCHES matches and `cap` tokens."""
+    if not pattern or len(pattern) > MAX_PATTERN:
+        raise UsageError(f"pattern must be 1-{MAX_PATTERN} characters")
+    try:
+        regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
+    context = max(0, min(context, 10))
+    kept = store.get(value)
+    lines = text_of(store.load(kept.id)).splitlines()
+    hits = [n for n, line in enumerate(lines) if regex.search(line)]
+    shown: list[str] = []
+    last = -1
+    for n in hits[:MAX_MATCHES]:
+        lo, hi = max(0, n - context, last + 1), min(len(lines), n + context + 1)
+        if shown and lo > last + 1:
+            shown.append("--")
+        shown += [f"{i + 1}{':' if i == n else '-'} {lines[i]}" for i in range(lo, hi)]
+        last = hi - 1
+    capped = "" if len(hits) <= MAX_MATCHES else f" (the first {MAX_MATCHES} shown)"
+    head = f"[coffer] {kept.uri}: {len(hits):,} matching lines of {len(lines):,}{capped}"
+    body = tokens.head("\n".join(shown), cap)
+    return head + "\n" + body

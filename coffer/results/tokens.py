@@ -1,0 +1,65 @@
+"""Counting tokens the way a model would, without tokenizing 50 MB to learn that it is over 25,000.
+
+The vocabulary is Llama 2's (32,000 SentencePiece BPE tokens), the tokenizer file wordllama ships with
+its embeddings (already a dependency of the ranking stack): no hosted model's tokenizer is public, and on
+English and code Llama 2 counts within a few percent of them, slightly high, which errs on the side of a
+smaller preview. Text is counted in slices and the count stops as soon as it passes the limit.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+SLICE_CHARS = 32_768
+
+
+@functools.cache
+def _tokenizer() -> Any:
+    from importlib import resources
+
+    from tokenizers import Tokenizer
+
+    path = Path(str(resources.files("wordllama") / "tokenizers" / "l2_supercat_tokenizer_config.json"))
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def fits(text: str, limit: int) -> bool:
+    """Whether `text` is at most `limit` tokens. A token is at least one UTF-8 byte, so ASCII text no
+    longer than the limit is never tokenized."""
+    if len(text) <= limit and text.isascii():
+        return True
+    return count(text, limit) <= limit
+
+
+def count(text: str, stop_after: int | None = None) -> int:
+    """Tokens in `text`; once past `stop_after` the rest is not counted (the figure is then a floor)."""
+    total = 0
+    tokenizer = _tokenizer()
+    for start in range(0, len(text), SLICE_CHARS):
+        total += len(tokenizer.encode(text[start : start + SLICE_CHARS], add_special_tokens=False).ids)
+        if stop_after is not None and total > stop_after:
+            break
+    return total
+
+
+def head(text: str, limit: int) -> str:
+    """The longest start of `text` that is at most `limit` tokens, cut at a token boundary."""
+    if fits(text, limit):
+        return text
+    tokenizer = _tokenizer()
+    kept, used = 0, 0
+    for start in range(0, len(text), SLICE_CHARS):
+        piece = text[start : start + SLICE_CHARS]
+        offsets = tokenizer.encode(piece, add_special_tokens=False).offsets
+        if used + len(offsets) <= limit:
+            used += len(offsets)
+            kept = start + len(piece)
+            continue
+        room = limit - used
+        return text[: start + (offsets[room][0] if room < len(offsets) else len(piece))]
+    return text[:kept]

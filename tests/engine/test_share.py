@@ -1,0 +1,151 @@
+"""Share modes under the engine: a server with per-client state runs once per session, its requests reach
+only its own session, and `auto` learns it from a server that asks for roots outside a call.
+
+Real processes: SDK client sessions over stdio to fronts of one engine, fixture upstreams recording their
+pid and what they were answered (`startroots:` in an events file), a real coffer.toml and catalogue.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from typer.testing import CliRunner
+
+from coffer.engine import control, place
+from coffer.gateway import share
+from coffer.vault import catalogue, registry
+from tests.conftest import run_cli
+from tests.fixtures.gateway_harness import add_fixture, alive, read_events, serve, text, wait_for
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def stop_engine(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setenv(place.IDLE_ENV, "30")
+    yield
+    state = control.status()
+    if state is not None:
+        os.kill(int(state["engine"]["pid"]), signal.SIGTERM)
+
+
+def set_share(home: Path, name: str, mode: str) -> None:
+    with registry.edit(home / "coffer.toml") as doc:
+        doc["servers"][name]["share"] = mode  # type: ignore[index]
+
+
+def roots_of(uri: str) -> Any:
+    async def list_roots(ctx: Any) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=uri, name=uri)])  # type: ignore[arg-type]
+
+    return list_roots
+
+
+def events_of(path: Path, kind: str) -> list[str]:
+    return [e.split(":", 1)[1] for e in read_events(path) if e.startswith(f"{kind}:")]
+
+
+async def test_a_per_session_server_runs_once_per_session_and_stops_with_it(coffer_home: Path, tmp_path: Path) -> None:
+    browser, plain = tmp_path / "browser.txt", tmp_path / "plain.txt"
+    add_fixture(coffer_home, "browser", events=browser)
+    add_fixture(coffer_home, "plain", events=plain)
+    set_share(coffer_home, "browser", "session")
+    async with AsyncExitStack() as stack:
+        one = await stack.enter_async_context(serve(coffer_home))
+        two = await stack.enter_async_context(serve(coffer_home))
+        pids = {text(await s.call("browser__pid")) for s in (one, two)}
+        assert len(pids) == 2  # each session its own process
+        assert len({text(await s.call("plain__pid")) for s in (one, two)}) == 1  # the other one shared
+        assert len(events_of(browser, "start")) == 2 and len(events_of(plain, "start")) == 1
+        state = control.status()
+        assert state is not None
+        rows = [u for u in state["upstreams"] if u["name"] == "browser"]
+        assert {u["share"] for u in rows} == {"session"} and len(rows) == 2
+        assert {u["session"] for u in rows} == {s["pid"] for s in state["sessions"]}
+        assert all('share = "session"' in u["why"] for u in rows)
+        first = int(text(await one.call("browser__pid")))
+        await stack.aclose()
+    await wait_for(lambda: not alive(first), timeout=10, what="a session's own server to stop with it")
+
+
+async def test_a_server_asking_for_roots_outside_a_call_gets_one_process_per_session(
+    coffer_home: Path, tmp_path: Path
+) -> None:
+    """The first session's shared process is seen asking for roots (its one host answers); sessions that
+    start after that get their own, and the shared one stops when the last session using it ends."""
+    events = tmp_path / "fs.txt"
+    add_fixture(coffer_home, "fs", "rootsatstart", events=events)
+
+    def answered() -> dict[str, str]:  # roots -> the fs process they were given to
+        return {uris: pid for pid, _, uris in (e.partition(":") for e in events_of(events, "startroots"))}
+
+    async with AsyncExitStack() as stack:
+        one = await stack.enter_async_context(serve(coffer_home, list_roots_callback=roots_of("file:///one")))
+        await one.tool_names()
+        await wait_for(lambda: "file:///one" in answered(), what="fs to get the first session's roots")
+        two = await stack.enter_async_context(serve(coffer_home, list_roots_callback=roots_of("file:///two")))
+        await two.tool_names()
+        await wait_for(lambda: "file:///two" in answered(), what="a second fs to get the second session's roots")
+        own = {"file:///one": text(await one.call("fs__pid")), "file:///two": text(await two.call("fs__pid"))}
+        got = answered()
+        assert {uri: got[uri] for uri in own} == own  # each fs asked the one session it serves
+        learner = events_of(events, "start")[0]  # the shared process it was seen asking from
+        assert own["file:///one"] == learner != own["file:///two"]  # kept by the session using it
+        await stack.aclose()
+    await wait_for(lambda: not alive(int(learner)), timeout=10, what="the shared process to stop with its session")
+    snap = catalogue.load_snapshot()
+    assert snap is not None and share.SEEN_ROOTS in snap.servers["fs"].seen  # the next engine knows at once
+    shown = await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "show", "fs", "--json"))
+    how = json.loads(shown.stdout)["server"]["share"]  # type: ignore[attr-defined]
+    assert how["mode"] == "session" and "roots outside a call" in how["why"]
+
+
+async def test_share_shared_keeps_one_process_even_for_a_roots_asker(coffer_home: Path, tmp_path: Path) -> None:
+    events = tmp_path / "fs.txt"
+    add_fixture(coffer_home, "fs", "rootsatstart", events=events)
+    set_share(coffer_home, "fs", "shared")
+    async with AsyncExitStack() as stack:
+        one = await stack.enter_async_context(serve(coffer_home, list_roots_callback=roots_of("file:///one")))
+        two = await stack.enter_async_context(serve(coffer_home, list_roots_callback=roots_of("file:///two")))
+        assert text(await one.call("fs__pid")) == text(await two.call("fs__pid"))
+    assert len(events_of(events, "start")) == 1
+
+
+def test_show_says_which_share_mode_applies_and_why(coffer_home: Path) -> None:
+    runner = CliRunner()
+    run_cli(runner, "add", "web", "--no-probe", "--", "npx", "-y", "@playwright/mcp@latest")
+    run_cli(runner, "add", "notes", "--no-probe", "--", "npx", "-y", "@modelcontextprotocol/server-memory")
+    shown: Any = run_cli(runner, "show", "web", "--json")
+    web = json.loads(shown.stdout)["server"]["share"]
+    assert web["mode"] == "session" and "@playwright/mcp" in web["why"] and "browser" in web["why"]
+    shown = run_cli(runner, "show", "notes", "--json")
+    notes = json.loads(shown.stdout)["server"]["share"]
+    assert notes["mode"] == "shared" and notes["why"].startswith("auto")
+    table = run_cli(runner, "show", "web").stdout  # type: ignore[attr-defined]
+    assert "share" in table and "session (auto: it runs @playwright/mcp" in " ".join(table.split())
+    run_cli(runner, "add", "scratch", "--no-probe", "--share", "shared", "--", "npx", "-y", "@playwright/mcp")
+    assert 'share = "shared"' in (coffer_home / "coffer.toml").read_text()
+    shown = run_cli(runner, "show", "scratch", "--json")
+    assert json.loads(shown.stdout)["server"]["share"]["mode"] == "shared"  # the entry overrides what it runs
+    before = (coffer_home / "coffer.toml").read_bytes()
+    bad: Any = run_cli(runner, "add", "x", "--no-probe", "--share", "often", "--", "true", code=2)
+    assert "invalid --share 'often'" in bad.stderr and (coffer_home / "coffer.toml").read_bytes() == before
+
+
+def test_a_bad_share_value_is_one_clear_error(coffer_home: Path) -> None:
+    runner = CliRunner()
+    run_cli(runner, "add", "notes", "--no-probe", "--", "npx", "-y", "@modelcontextprotocol/server-memory")
+    before = (coffer_home / "coffer.toml").read_text()
+    (coffer_home / "coffer.toml").write_text(before.replace("enabled = true", 'enabled = true\nshare = "sometimes"'))
+    result: Any = run_cli(runner, "list", code=5)  # the registry-error exit status
+    assert "servers.notes.share must be one of auto, shared, session, not 'sometimes'" in result.stderr
+    assert (coffer_home / "coffer.toml").read_text().count("sometimes") == 1  # nothing rewritten
