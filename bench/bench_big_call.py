@@ -3,10 +3,12 @@
     python bench/bench_big_call.py [--sizes 10,50]
 
 Raw JSON-RPC over stdio to a real `coffer serve` with the fixture upstream (the MCP SDK's low-level
-server) behind it. Per size: a call whose argument is SIZE MB and whose answer is short (`fail`),
-then one whose answer echoes it back (`echo`). Printed: how much each process's peak resident size
-(VmHWM) grew, and that growth as a multiple of the payload. The upstream is the baseline: it holds
-the same payload, parsed by the same SDK, in the same run. Linux only (/proc). Figures, not asserts.
+server) behind it. Per size: a call whose argument is SIZE MB and whose answer is short (`fail`), one
+whose answer echoes it back (`echo`, kept for being over the token cap), and a small call whose result
+is SIZE MB of log lines (`big`), kept (the default) and passed whole (`result_max_tokens = 0`).
+Printed: how much each process's peak resident size (VmHWM) grew, and that growth as a multiple of the
+payload. The upstream is the baseline: it holds the same payload, parsed by the same SDK, in the same
+run. Linux only (/proc). Figures, not asserts.
 """
 
 from __future__ import annotations
@@ -58,23 +60,33 @@ class Gateway:
         self.proc.wait(30)
 
 
-def run(size_mb: int, tool: str) -> tuple[float, float]:
-    """(gateway growth, upstream growth) in MiB for one call of `tool` with a SIZE MB argument."""
+def run(size_mb: int, tool: str, keep: bool = True) -> tuple[float, float]:
+    """(gateway growth, upstream growth) in MiB for one call of `tool` with a SIZE MB argument, or (`big`)
+    a small call whose result is SIZE MB; `keep` False turns keeping big results off (passed whole)."""
+    from coffer.vault import registry
     from tests.fixtures.gateway_harness import add_fixture
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         os.environ["COFFER_HOME"] = str(home)
-        add_fixture(home, "up", timeout=120)
+        add_fixture(home, "up", "big", timeout=120)
+        if not keep:
+            with registry.edit() as doc:
+                doc["settings"] = {"result_max_tokens": 0}
         gw = Gateway(home)
         try:
             init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}
             gw.call("initialize", init)
             upstream_pid = int(gw.call("tools/call", {"name": "up__pid"})["result"]["content"][0]["text"])
             gw.call("tools/call", {"name": "up__echo", "arguments": {"text": "warm"}})
+            # one kept result first: the tokenizer and the results store load once per process, not per MB
+            gw.call("tools/call", {"name": "up__big", "arguments": {"kb": 300}})
             before = (_hwm_mib(gw.proc.pid), _hwm_mib(upstream_pid))
-            payload = "y" * (size_mb * 1024 * 1024)
-            answer = gw.call("tools/call", {"name": f"up__{tool}", "arguments": {"text": payload}})
+            if tool == "big":
+                answer = gw.call("tools/call", {"name": "up__big", "arguments": {"kb": size_mb * 1024}})
+            else:
+                payload = "y" * (size_mb * 1024 * 1024)
+                answer = gw.call("tools/call", {"name": f"up__{tool}", "arguments": {"text": payload}})
             assert "result" in answer, answer
             after = (_hwm_mib(gw.proc.pid), _hwm_mib(upstream_pid))
         finally:
@@ -89,13 +101,19 @@ def main(argv: list[str] | None = None) -> int:
     from coffer.cli import render
 
     rows = []
+    cases = (
+        ("fail", True, "request only"),
+        ("echo", True, "request + echoed answer (kept)"),
+        ("big", True, "result only, kept (the default)"),
+        ("big", False, "result only, passed whole (result_max_tokens = 0)"),
+    )
     for size in (int(s) for s in args.sizes.split(",")):
-        for tool, what in (("fail", "request only"), ("echo", "request + echoed answer")):
-            gateway, upstream = run(size, tool)
+        for tool, keep, what in cases:
+            gateway, upstream = run(size, tool, keep)
             ratios = (f"{gateway:.0f}", f"{gateway / size:.1f}x", f"{upstream:.0f}", f"{upstream / size:.1f}x")
             rows.append((f"{size} MB", what, *ratios))
     render.table(
-        ["argument", "call", "coffer serve peak +MiB", "x payload", "upstream (SDK server) peak +MiB", "x payload"],
+        ["payload", "call", "coffer serve peak +MiB", "x payload", "upstream (SDK server) peak +MiB", "x payload"],
         rows,
         title="peak resident memory growth around one large tools/call",
     )

@@ -3,15 +3,18 @@
     python bench/bench_http_peers.py --install   # once: the peers into bench/.peers (not project deps)
     python bench/bench_http_peers.py [--rounds 6] [--calls 40]
 
-Every gateway fronts the same upstream, the bundled demo server (an mcp 2.x SDK server on stdio), and is
-reached over streamable HTTP on 127.0.0.1 by the same client: the MCP SDK's, whose httpx connection is
-kept alive. Gateways: Coffer through its engine (the default), Coffer `--standalone`, mcp-proxy (PyPI, in
-its own venv since it needs mcp<2), mcp-hub (npm, its unified /mcp endpoint). The baseline is the demo
-server called directly over stdio in the same run. Measured, in interleaved rounds so machine load
-weighs on all alike:
+Every gateway fronts the same upstream, the test suite's fixture server (an mcp 2.x SDK low-level server
+on stdio: `echo`, and `big` for a large result), and is reached on 127.0.0.1 by the same client, the MCP
+SDK's, whose httpx connection is kept alive. Gateways: Coffer through its engine (the default), Coffer
+`--standalone`, mcp-proxy (PyPI, in its own venv since it needs mcp<2), mcp-hub (npm; its /mcp endpoint
+speaks the older HTTP+SSE transport, so the SDK's SSE client reaches it). Coffer's vault sets
+`result_max_tokens = 0`: the big result is relayed whole, as the peers relay it (kept results are
+measured in bench_big_call.py). The baseline is the fixture called directly over stdio in the same run.
+Measured, in interleaved rounds so machine load weighs on all alike:
   - added latency: p50 of an echo call through the gateway minus p50 direct;
   - calls/s with 200 concurrent calls on one client session, and with 4 sessions x 50;
-  - a 1 MB echo (1 MB in, 1 MB out): p50 added over direct.
+  - a 0.9 MB result (a small call, 0.9 MB back; the SDK's SSE client takes no event over 1 MB):
+    p50 added over direct.
 Figures, never asserts. A peer that is not installed is skipped with a note.
 """
 
@@ -36,18 +39,18 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from coffer.manage import servers as manage  # noqa: E402
-from coffer.manage.demo import demo_server_path  # noqa: E402
 from coffer.vault import registry  # noqa: E402
 
-DEMO = str(demo_server_path())
+UPSTREAM = [str(ROOT / "tests" / "fixtures" / "upstream_fixture.py"), "--mode", "big", "--name", "demo"]
 PEERS = ROOT / "bench" / ".peers"
-BIG = "x" * (1 << 20)
+MB = {"kb": 900}  # under 1 MB a message: the SDK's SSE client (mcp-hub) takes no bigger event
 
 
 def install(peers: Path) -> None:
@@ -82,8 +85,10 @@ async def listening(port: int, timeout: float = 60.0) -> None:
 class Gateway:
     """One HTTP gateway process over the demo server."""
 
-    def __init__(self, name: str, argv: list[str], port: int, tool: str, env: dict[str, str], headers: Any) -> None:
-        self.name, self.argv, self.port, self.tool, self.env, self.headers = name, argv, port, tool, env, headers
+    def __init__(
+        self, name: str, argv: list[str], port: int, tool: str, env: dict[str, str], sse: bool = False
+    ) -> None:
+        self.name, self.argv, self.port, self.tool, self.env, self.sse = name, argv, port, tool, env, sse
         self.proc: subprocess.Popen[bytes] | None = None
 
     async def __aenter__(self) -> Gateway:
@@ -107,12 +112,21 @@ class Gateway:
             os.killpg(self.proc.pid, signal.SIGKILL)
 
     @asynccontextmanager
-    async def session(self) -> AsyncIterator[ClientSession]:
+    async def _streams(self) -> AsyncIterator[tuple[Any, Any]]:
+        url = f"http://127.0.0.1:{self.port}/mcp"
+        if self.sse:
+            async with sse_client(url, timeout=60) as (read, write):
+                yield read, write
+            return
         async with (
-            httpx2.AsyncClient(headers=self.headers, timeout=60) as http,
-            streamable_http_client(f"http://127.0.0.1:{self.port}/mcp", http_client=http) as (read, write),
-            ClientSession(read, write) as s,
+            httpx2.AsyncClient(timeout=60) as http,
+            streamable_http_client(url, http_client=http, max_sse_event_size=None) as (read, write),
         ):
+            yield read, write
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[ClientSession]:
+        async with self._streams() as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             names = [t.name for t in (await s.list_tools()).tools]
             deadline = time.monotonic() + 30
@@ -127,7 +141,9 @@ def coffer_vault() -> tuple[Path, dict[str, str]]:
     old = os.environ.get("COFFER_HOME")
     os.environ["COFFER_HOME"] = str(home)
     try:
-        manage.add_server(registry.ServerConfig(name="demo", command=sys.executable, args=[DEMO]))
+        manage.add_server(registry.ServerConfig(name="demo", command=sys.executable, args=UPSTREAM))
+        with registry.edit() as doc:
+            doc["settings"] = {"result_max_tokens": 0}  # relay the 1 MB whole, as the peers do
     finally:
         if old is None:
             del os.environ["COFFER_HOME"]
@@ -142,35 +158,36 @@ def gateways(peers: Path) -> list[Gateway]:
     coffer = [sys.executable, "-m", "coffer", "serve", "--no-auth", "--http"]
     out = []
     port = free_port()
-    out.append(Gateway("coffer (engine)", [*coffer, str(port)], port, "demo__echo", env, {}))
+    out.append(Gateway("coffer (engine)", [*coffer, str(port)], port, "demo__echo", env))
     port = free_port()
-    out.append(Gateway("coffer --standalone", [*coffer, str(port), "--standalone"], port, "demo__echo", env, {}))
+    out.append(Gateway("coffer --standalone", [*coffer, str(port), "--standalone"], port, "demo__echo", env))
     proxy = peers / "proxy" / "bin" / "mcp-proxy"
     if proxy.exists():
         port = free_port()
-        argv = [str(proxy), "--port", str(port), "--host", "127.0.0.1", "--", sys.executable, DEMO]
-        out.append(Gateway("mcp-proxy", argv, port, "echo", dict(os.environ), {}))
+        argv = [str(proxy), "--port", str(port), "--host", "127.0.0.1", "--", sys.executable, *UPSTREAM]
+        out.append(Gateway("mcp-proxy", argv, port, "echo", dict(os.environ)))
     else:
         print(f"mcp-proxy: not installed under {peers} (--install): skipped")
     hub = peers / "hub" / "node_modules" / ".bin" / "mcp-hub"
     if hub.exists() and shutil.which("node"):
         port = free_port()
         config = home / "mcp-hub.json"
-        config.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": [DEMO]}}}))
+        config.write_text(json.dumps({"mcpServers": {"demo": {"command": sys.executable, "args": UPSTREAM}}}))
         hub_env = dict(os.environ, XDG_STATE_HOME=str(home / "state"), XDG_CONFIG_HOME=str(home / "config"))
         argv = [str(hub), "--port", str(port), "--config", str(config)]
-        out.append(Gateway("mcp-hub", argv, port, "demo__echo", hub_env, {}))
+        out.append(Gateway("mcp-hub", argv, port, "demo__echo", hub_env, sse=True))
     else:
         print(f"mcp-hub: not installed under {peers} (--install), or no node: skipped")
     return out
 
 
-async def timed(s: ClientSession, tool: str, text: str, n: int) -> list[float]:
+async def timed(s: ClientSession, tool: str, args: dict[str, Any], n: int) -> list[float]:
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
-        await s.call_tool(tool, {"text": text})
+        result = await s.call_tool(tool, args)
         out.append((time.perf_counter() - t0) * 1000.0)
+        assert not result.is_error, result
     return out
 
 
@@ -193,7 +210,7 @@ async def main(args: argparse.Namespace) -> None:
     big: dict[str, list[float]] = {"direct": []}
     one: dict[str, list[float]] = {}
     many: dict[str, list[float]] = {}
-    params = StdioServerParameters(command=sys.executable, args=[DEMO])
+    params = StdioServerParameters(command=sys.executable, args=UPSTREAM)
     async with AsyncExitStack() as stack:
         errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (closed by the stack)
         read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
@@ -208,24 +225,24 @@ async def main(args: argparse.Namespace) -> None:
                 await s.call_tool(gw.tool, {"text": "warm"})
         for r in range(args.rounds):
             order = opened if r % 2 == 0 else opened[::-1]
-            lat["direct"] += await timed(direct, "echo", "hi", args.calls)
-            big["direct"] += await timed(direct, "echo", BIG, 3)
+            lat["direct"] += await timed(direct, "echo", {"text": "hi"}, args.calls)
+            big["direct"] += await timed(direct, "big", MB, 3)
             for gw, sessions in order:
                 s = sessions[0]
                 tool = gw.tool
-                lat.setdefault(gw.name, []).extend(await timed(s, tool, "hi", args.calls))
-                big.setdefault(gw.name, []).extend(await timed(s, tool, BIG, 3))
+                lat.setdefault(gw.name, []).extend(await timed(s, tool, {"text": "hi"}, args.calls))
+                big.setdefault(gw.name, []).extend(await timed(s, tool.replace("echo", "big"), MB, 3))
                 one.setdefault(gw.name, []).append(await rate([s], tool, 200))
                 many.setdefault(gw.name, []).append(await rate(sessions, tool, 50))
     base, base_big = statistics.median(lat["direct"]), statistics.median(big["direct"])
-    print(f"\ndirect stdio echo p50 {base:.2f} ms, 1 MB echo p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
-    print(f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'1 MB added':>11} {'200 conc/s':>11} {'4x50 /s':>9}")
+    print(f"\ndirect stdio echo p50 {base:.2f} ms, 1 MB result p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
+    print(f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'0.9 MB added':>13} {'200 conc/s':>11} {'4x50 /s':>9}")
     for name in [gw.name for gw, _ in opened]:
         p50 = statistics.median(lat[name]) - base
         p95 = statistics.quantiles(lat[name], n=20)[18] - statistics.quantiles(lat["direct"], n=20)[18]
         b = statistics.median(big[name]) - base_big
         print(
-            f"{name:22} {p50:8.2f}ms {p95:8.2f}ms {b:9.1f}ms "
+            f"{name:22} {p50:8.2f}ms {p95:8.2f}ms {b:11.1f}ms "
             f"{statistics.median(one[name]):11.0f} {statistics.median(many[name]):9.0f}"
         )
 

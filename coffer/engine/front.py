@@ -254,4 +254,3 @@ def run_http(port: int, profile: str | None, auth: bool) -> NoReturn:
         except OSError:
             pass
         sock.close()
-

@@ -68,9 +68,10 @@ def _quick_fits(result: Mapping[str, Any], cap: int) -> bool:
 
 
 async def shrink(
-    result: dict[str, Any], server: str, tool: str, cap: int, settings: Mapping[str, Any]
+    result: dict[str, Any], server: str, tool: str, cap: int, settings: Mapping[str, Any], schema: bool = False
 ) -> tuple[dict[str, Any], store.Kept | None]:
-    """`result` as the host should get it: itself when under the cap, else a preview of it kept whole."""
+    """`result` as the host should get it: itself when under the cap, else a preview of it kept whole
+    (`schema`: the tool declares an output schema, whose structured content must pass whole)."""
     if cap <= 0 or _quick_fits(result, cap):
         return result, None
     measure = await anyio.to_thread.run_sync(preview.measure, result, cap)
@@ -78,7 +79,7 @@ async def shrink(
         return result, None
     keep_days, _ = store.settings_of(settings)
     saved = await anyio.to_thread.run_sync(kept.keep, result, server, tool, measure, settings)
-    shown = await anyio.to_thread.run_sync(preview.build, result, saved, cap, keep_days)
+    shown = await anyio.to_thread.run_sync(preview.build, result, saved, cap, keep_days, schema)
     return shown, saved
 
 

@@ -140,7 +140,8 @@ class Router:
         renamed = view.merged().ui_renamed.get(entry.server)  # its app under the URI hosts were given
         result = apps.rewrite_meta(result, renamed) if renamed else result
         cap = bigresults.cap_for(view.registry.settings, up.cfg, params.meta)
-        result, kept = await bigresults.shrink(result, entry.server, entry.tool, cap, view.registry.settings)
+        schema = entry.raw.get("outputSchema") is not None
+        result, kept = await bigresults.shrink(result, entry.server, entry.tool, cap, view.registry.settings, schema)
         if kept is not None:
             call.kept, call.result_bytes = kept.id, kept.bytes
         return result

@@ -55,16 +55,20 @@ def _inbound(line: bytes | bytearray | None) -> SessionMessage | Exception | str
     from mcp.shared.message import SessionMessage
     from pydantic_core import from_json
 
+    from coffer.gateway.transport import loads_owned
+
     if line is None:
         return LINE_TOO_LONG
     if not line.strip():
         return None
     try:
-        message = from_json(line)
+        message = loads_owned(line if isinstance(line, bytearray) else bytearray(line))
     except ValueError:
         try:  # not UTF-8: read it as the SDK did (replacement characters), then judge the JSON
-            message = from_json(bytes(line).decode("utf-8", "replace"))
+            message = from_json(bytes(line).decode("utf-8", "replace")) if line else None
         except ValueError:
+            return PARSE_ERROR
+        if message is None:  # a large line is read with replacement characters already: not JSON
             return PARSE_ERROR
     if isinstance(message, dict) and "id" in message:
         rid = message["id"]

@@ -77,8 +77,10 @@ def measure(result: Mapping[str, Any], cap: int) -> Measure:
     return Measure(total > cap, total, kind)
 
 
-def build(result: Mapping[str, Any], kept: Kept, cap: int, keep_days: float) -> dict[str, Any]:
-    """The result the host gets in place of `result` (kept whole as `kept`)."""
+def build(result: Mapping[str, Any], kept: Kept, cap: int, keep_days: float, schema: bool = False) -> dict[str, Any]:
+    """The result the host gets in place of `result` (kept whole as `kept`). `schema`: the tool declares
+    an output schema, so its structured content goes through whole (a client validates it against the
+    schema and would refuse the result without it); only the content is previewed."""
     texts, _ = _parts(result)
     budget = max(200, cap - NOTE_TOKENS)
     body = _body(result, texts, budget)
@@ -96,8 +98,8 @@ def build(result: Mapping[str, Any], kept: Kept, cap: int, keep_days: float) -> 
         ]
     }
     structured = result.get("structuredContent")
-    if structured is not None and tokens.fits(json.dumps(structured, ensure_ascii=False), budget // 2):
-        out["structuredContent"] = structured  # small enough to pass as it is (its output schema holds)
+    if structured is not None and (schema or tokens.fits(json.dumps(structured, ensure_ascii=False), budget // 2)):
+        out["structuredContent"] = structured  # passed as it is: small enough, or its output schema needs it
     if result.get("isError"):
         out["isError"] = True
     return out

@@ -236,3 +236,17 @@ def _listening(port: int) -> bool:
 
     with socket.socket() as sock:
         return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+async def test_a_tool_with_an_output_schema_keeps_its_structured_content(coffer_home: Path) -> None:
+    """The SDK's client refuses a result without the structured content its tool's output schema promises:
+    that part goes through whole, and only the text content is previewed."""
+    from coffer.manage import servers
+    from coffer.manage.demo import demo_server_path
+
+    servers.add_server(registry.ServerConfig(name="demo", command=sys.executable, args=[str(demo_server_path())]))
+    long = "word " * 60_000
+    async with serve(coffer_home) as s:
+        got = await s.call("demo__echo", {"text": long})  # validated against the schema by the SDK client
+        assert got.structured_content == {"result": long} and link(got)
+        assert tokens.count(texts(got)) <= 25_000
