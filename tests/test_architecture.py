@@ -21,6 +21,7 @@ LAYER = {
     "coffer.log": 2,
     "coffer.memory": 3,
     "coffer.results": 4,
+    "coffer.telemetry": 4,
     "coffer.gateway": 5,
     "coffer.clients": 6,
     "coffer.engine": 6,

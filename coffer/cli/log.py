@@ -185,31 +185,39 @@ def stats_cmd(
     client: ClientOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Per-tool call counts, error rate (error, timeout, refused) and p50/p95 duration."""
+    """Per tool: calls, errors (error, timeout, refused), p50/p95 duration, last used; then every listed
+    tool never called in that time (candidates for `coffer profile prune` or `coffer disable`)."""
     from coffer.log import calls as log
+    from coffer.manage.usage import usage
 
     filters = _filters(server, tool, outcome, since, client)
     if filters == log.Filters() and isinstance(ctx.obj, log.Filters):
         filters = ctx.obj  # `coffer log --since 1d stats` filters too
-    rows = log.stats(_open_pruned(), filters)
+    _open_pruned().conn.close()  # old rows go first, as for `coffer log`
+    found = usage(filters)
+    rows, never = found["stats"], found["never_called"]
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, "stats": rows})
+        render.print_json({"version": render.JSON_VERSION, "stats": rows, "never_called": never})
         return
-    if not rows:
+    if rows:
+        render.table(
+            ["server", "tool", "calls", "errors", "error rate", "p50 ms", "p95 ms", "last used"],
+            [
+                (
+                    r["server"],
+                    r["tool"],
+                    r["count"],
+                    r["errors"],
+                    f"{r['error_rate']:.1%}",
+                    f"{r['p50_ms']:.1f}",
+                    f"{r['p95_ms']:.1f}",
+                    _when(r["last_used"]),
+                )
+                for r in rows
+            ],
+        )
+    else:
         render.say("no calls recorded yet" if filters == log.Filters() else "no calls match")
-        return
-    render.table(
-        ["server", "tool", "calls", "errors", "error rate", "p50 ms", "p95 ms"],
-        [
-            (
-                r["server"],
-                r["tool"],
-                r["count"],
-                r["errors"],
-                f"{r['error_rate']:.1%}",
-                f"{r['p50_ms']:.1f}",
-                f"{r['p95_ms']:.1f}",
-            )
-            for r in rows
-        ],
-    )
+    if never:
+        title = f"listed, never called{' since ' + since if since else ''} ({len(never)})"
+        render.table(["tool", "server"], [(t["name"], t["server"]) for t in never], title=title)

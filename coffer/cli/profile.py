@@ -89,3 +89,46 @@ def rm(name: NameArg, as_json: JsonOpt = False) -> None:
         render.print_json({"version": render.JSON_VERSION, "removed": name})
     else:
         render.say(f"removed profile '{name}'")
+
+
+@profile_app.command("prune")
+def prune(
+    name: NameArg,
+    unused_for: Annotated[
+        str | None, typer.Option("--unused-for", help="Leave out tools not called in this long: 30d, 12h.")
+    ] = None,
+    undo: Annotated[bool, typer.Option("--undo", help="Put the profile back as it was before its last prune.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write profile NAME without the tools nobody called lately (made from every tool when it is new);
+    the tools left out stay reachable through coffer__call_tool. `--undo` reverses it."""
+    from coffer.cli.log import parse_since
+    from coffer.errors import UsageError
+    from coffer.manage import usage
+
+    if undo == (unused_for is not None):
+        raise UsageError("give --unused-for DURATION or --undo (one of them)")
+    if undo:
+        restored = usage.undo(name)
+        if as_json:
+            render.print_json({"version": render.JSON_VERSION, "restored": restored.to_dict() if restored else None})
+        else:
+            render.say(f"profile '{name}' restored" if restored else f"profile '{name}' removed (it was new)")
+        return
+    import time
+
+    assert unused_for is not None
+    now = time.time()
+    try:
+        window = now - parse_since(unused_for, now=now)
+    except UsageError:
+        raise UsageError(f"invalid --unused-for '{unused_for}': use e.g. 30d, 12h or 2w") from None
+    pruned = usage.prune(name, window, now=now)
+    if as_json:
+        data = {"profile": pruned.profile.to_dict(), "kept": pruned.kept, "left_out": pruned.left_out}
+        render.print_json({"version": render.JSON_VERSION, **data, "created": pruned.created})
+        return
+    render.say(f"profile '{name}' now lists {render.plural(len(pruned.kept), 'tool')} called in the last {unused_for}")
+    if pruned.left_out:
+        render.table(["left out (unused)"], [(t,) for t in pruned.left_out])
+    render.say(f"undo with `coffer profile prune {name} --undo`")

@@ -30,6 +30,13 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
+def matches(profile: Profile, tool: CatalogueTool) -> bool:
+    """Whether `profile`'s server and tool filters let `tool` through (pins aside)."""
+    return (not profile.servers or tool.server in profile.servers) and (
+        not profile.tools or _matches(tool.name, profile.tools) or _matches(tool.tool, profile.tools)
+    )
+
+
 def select(
     profile: Profile,
     tools: Sequence[CatalogueTool],
@@ -39,12 +46,7 @@ def select(
 ) -> Advertised:
     """The upstream tools `profile` shows, deterministic for the same inputs."""
     position = {name: i for i, name in enumerate(server_order)}
-    candidates = [
-        t
-        for t in tools
-        if (not profile.servers or t.server in profile.servers)
-        and (not profile.tools or _matches(t.name, profile.tools) or _matches(t.tool, profile.tools))
-    ]
+    candidates = [t for t in tools if matches(profile, t)]
     pinned = [t.name for p in profile.pinned for t in tools if fnmatch.fnmatchcase(t.name, p)]
     ordered: list[str] = []
     if profile.mode != "search":

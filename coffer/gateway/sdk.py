@@ -14,6 +14,9 @@ installed SDK is outside `SUPPORTED`, or when a private named here is gone. Each
   httpx auth generator. `OAuthProvider` below keeps a stored token's expiry on load (the SDK drops it,
   so an expired token was sent once before being refreshed) and answers a 401 on a request carrying a
   refreshable token with one refresh and a retry, before asking for a new authorisation.
+- `mcp.server._otel.OpenTelemetryMiddleware`: the SDK's own SERVER span per inbound request (continuing
+  the host's `traceparent`). `GatewayServer` drops it from `Server.middleware` (not free even without an
+  exporter) and puts it back first when telemetry is on (`trace_requests`, coffer.telemetry).
 
 - `ServerSession._connection` (set in `ServerSession.__init__`): the host connection behind the
   per-request session proxy the SDK hands each handler. Hosts are told apart by it (one per stdio
@@ -48,7 +51,16 @@ PRIVATES: dict[str, Callable[[], bool]] = {
     "ServerSession.__init__ sets self._connection": lambda: "_connection" in ServerSession.__init__.__code__.co_names,
     "OAuthClientProvider._initialize": lambda: callable(getattr(OAuthClientProvider, "_initialize", None)),
     "OAuthClientProvider._auth_flow": lambda: callable(getattr(OAuthClientProvider, "_auth_flow", None)),
+    "mcp.server._otel.OpenTelemetryMiddleware": lambda: _otel_middleware() is not None,
 }
+
+
+def _otel_middleware() -> Any:
+    try:
+        from mcp.server._otel import OpenTelemetryMiddleware
+    except ImportError:
+        return None
+    return OpenTelemetryMiddleware
 
 
 def version_problems() -> list[str]:
@@ -156,6 +168,12 @@ class GatewayServer(Server[Any]):
         super().__init__(*args, **kwargs)
         self._adjust = adjust
         self.middleware = [self._extensions_on_initialize]
+
+    def trace_requests(self) -> None:
+        """Telemetry is on: the SDK's span per inbound request goes back in, outermost (once)."""
+        middleware = _otel_middleware()
+        if middleware is not None and not any(isinstance(m, middleware) for m in self.middleware):
+            self.middleware.insert(0, middleware())
 
     async def _extensions_on_initialize(self, ctx: Any, call_next: Any) -> Any:
         result = await call_next(ctx)

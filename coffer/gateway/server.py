@@ -36,13 +36,14 @@ from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
-from coffer.gateway.sdk import GatewayServer, host_client
+from coffer.gateway.sdk import GatewayServer, host_client, host_connection
 from coffer.gateway.share import Share
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
 from coffer.gateway.upstream import State, Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.log.calls import CallLog, CallRecord
 from coffer.memory.store import index_resources
+from coffer.telemetry import otlp
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.trust.redact import scrub
@@ -114,6 +115,7 @@ class Gateway:
         self.router = Router(self.view, self.pool, self.relay, self.tasks)
         self._snapshot_lock = anyio.Lock()
         self._started_at = 0.0
+        self.telemetry: otlp.Telemetry | None = None  # OTLP export when the standard variables ask (running())
         self.server = self._build_server()
 
     @asynccontextmanager
@@ -126,10 +128,17 @@ class Gateway:
                 reg = self.view.current_registry()
                 if self.profile_name is not None:
                     self._profiles[self.profile_name] = reg.profile(self.profile_name)
+                if otlp.wanted():
+                    self.telemetry = otlp.start()
+                    if self.telemetry is not None:
+                        self.server.trace_requests()
                 try:
                     yield self
                 finally:  # before the upstreams stop: a task nobody can collect is cancelled where it runs
                     await self.tasks.close()
+                    if self.telemetry is not None:
+                        with anyio.CancelScope(shield=True):
+                            await anyio.to_thread.run_sync(self.telemetry.shutdown)
 
     @property
     def registry(self) -> Registry:
@@ -445,9 +454,14 @@ class Gateway:
             outcome, error_class = "error", type(exc).__name__
             return text_result(f"coffer: internal error while calling {call.tool}: {type(exc).__name__}", True)
         finally:
-            if self.calllog is not None and outcome is not None:
+            if outcome is not None and (self.calllog is not None or self.telemetry is not None):
                 ms = (time.perf_counter() - t0) * 1000.0
-                self._write_row(host_client(ctx.session), call, started, ms, outcome, error_class)
+                client = host_client(ctx.session)
+                if self.calllog is not None:
+                    self._write_row(client, call, started, ms, outcome, error_class)
+                if self.telemetry is not None:  # attributes on the SDK's span of this request, and metrics
+                    session = format(id(host_connection(ctx.session)), "x")
+                    self.telemetry.record(call.server, call.tool, outcome, ms, client[0], session)
 
     def _write_row(
         self, client: tuple[str | None, str | None], call: Call, ts: float, ms: float, outcome: str, error: str | None

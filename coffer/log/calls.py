@@ -432,14 +432,15 @@ def call_counts(path: Path | None = None) -> dict[tuple[str, str], int]:
 
 
 def stats(db: sqlite_utils.Database, filters: Filters | None = None) -> list[dict[str, Any]]:
-    """Per server/tool: calls, failures (error, timeout, refused), error rate, p50/p95 duration; busiest first."""
+    """Per server/tool: calls, failures (error, timeout, refused), error rate, p50/p95 duration and when it
+    was last called (epoch seconds); busiest first."""
     where, params = filters.where() if filters else ("1", [])
-    groups: dict[tuple[str, str], tuple[list[float], int]] = {}
-    sql = f"SELECT server, tool, duration_ms, outcome FROM calls WHERE {where} ORDER BY server, tool, duration_ms"
-    for server, tool, duration, outcome in db.execute(sql, params):
-        durations, failures = groups.get((server, tool), ([], 0))
+    groups: dict[tuple[str, str], tuple[list[float], int, float]] = {}
+    sql = f"SELECT server, tool, duration_ms, outcome, ts FROM calls WHERE {where} ORDER BY server, tool, duration_ms"
+    for server, tool, duration, outcome, ts in db.execute(sql, params):
+        durations, failures, last = groups.get((server, tool), ([], 0, 0.0))
         durations.append(duration)
-        groups[(server, tool)] = (durations, failures + (outcome in FAILURES))
+        groups[(server, tool)] = (durations, failures + (outcome in FAILURES), max(last, ts))
     out = [
         {
             "server": server,
@@ -449,7 +450,8 @@ def stats(db: sqlite_utils.Database, filters: Filters | None = None) -> list[dic
             "error_rate": failures / len(durations),
             "p50_ms": round(percentile(durations, 50), 3),
             "p95_ms": round(percentile(durations, 95), 3),
+            "last_used": last,
         }
-        for (server, tool), (durations, failures) in groups.items()
+        for (server, tool), (durations, failures, last) in groups.items()
     ]
     return sorted(out, key=lambda s: (-s["count"], s["server"], s["tool"]))

@@ -22,10 +22,10 @@ async def test_merge_route_curate_and_builtins(coffer_home: Path) -> None:
     add_fixture(coffer_home, "gamma", enabled=False)
     async with serve(coffer_home) as s:
         names = await s.tool_names()
-        assert names[:2] == ["coffer__search_tools", "coffer__ask"]
+        assert names[:3] == ["coffer__search_tools", "coffer__ask", "coffer__read_result"]
         assert {"alpha__echo", "alpha__add", "beta__echo", "beta__noisy"} <= set(names)
         assert "alpha__crash" not in names and not any(n.startswith("gamma__") for n in names)
-        assert names[2:] == sorted(names[2:])
+        assert names[3:] == sorted(names[3:])
 
         assert text(await s.call("alpha__add", {"a": 2, "b": 3})) == "5"
         failed = await s.call("alpha__fail")
