@@ -96,13 +96,7 @@ async def test_a_call_is_exported_as_a_span_and_metrics_without_its_content(
     def call_span() -> Any:
         return next((sp for sp in receiver.spans() if attrs(sp).get("coffer.tool") == "whoami"), None)
 
-    from coffer.engine import place
-
-    await wait_for(
-        lambda: call_span() is not None,
-        timeout=20,
-        what=f"the call span: {[(sp.name, attrs(sp)) for sp in receiver.spans()]}",
-    )
+    await wait_for(lambda: call_span() is not None, timeout=20, what="the call's span at the receiver")
     span = call_span()
     got = attrs(span)
     assert got["coffer.server"] == "proto" and got["coffer.outcome"] == "ok" and got["coffer.duration_ms"] > 0
