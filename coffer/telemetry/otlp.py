@@ -1,7 +1,7 @@
 """OpenTelemetry set-up (provider, OTLP exporters) and Coffer's attributes and metrics on each call.
 
-Only imported when telemetry is on (`coffer.telemetry.otlp.start`); the SDK packages are an extra
-(`pip install 'coffer[otel]'`): asked for and missing, telemetry stays off with one warning.
+Nothing of OpenTelemetry is imported until `start` runs (telemetry on); the SDK packages are an extra
+(`pip install '.[otel]'` from a checkout): asked for and missing, telemetry stays off with one warning.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def start(service: str = "coffer") -> Telemetry | None:
         spans = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{kind}.trace_exporter")
         points = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{kind}.metric_exporter")
     except ImportError:
-        log.warning("the OTLP exporter is not installed (`pip install 'coffer[otel]'`): no telemetry")
+        log.warning("the OTLP exporter is not installed (`pip install '.[otel]'` from a checkout): no telemetry")
         return None
     from coffer import __version__
 

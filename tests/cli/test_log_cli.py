@@ -36,7 +36,8 @@ def json_lines(text: str) -> list[dict[str, Any]]:
 
 def test_json_is_one_document_even_when_empty(cli: CliRunner) -> None:
     assert json.loads(run_cli(cli, "log", "--json").stdout) == {"version": 1, "calls": []}  # type: ignore[attr-defined]
-    assert json.loads(run_cli(cli, "log", "stats", "--json").stdout) == {"version": 1, "stats": []}  # type: ignore[attr-defined]
+    empty = {"version": 1, "stats": [], "never_called": []}
+    assert json.loads(run_cli(cli, "log", "stats", "--json").stdout) == empty  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -127,6 +128,7 @@ def test_stats_table_and_json(cli: CliRunner, filled: Path, monkeypatch: pytest.
     table = run_cli(cli, "log", "stats").stdout
     assert "search_issues" in table and "50.0%" in table and "p95 ms" in table
     rows = json_lines(run_cli(cli, "log", "stats", "--json").stdout)
+    assert rows[0].pop("last_used") > 0
     assert rows[0] == {
         "server": "github",
         "tool": "search_issues",

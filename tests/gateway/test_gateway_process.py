@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 
+from coffer.vault import registry
 from tests.fixtures.gateway_harness import (
     add_fixture,
     alive,
@@ -139,6 +140,8 @@ def test_large_calls_round_trip_and_an_over_limit_line_is_answered(coffer_home: 
     import json as _json
 
     add_fixture(coffer_home, "up", timeout=60)
+    with registry.edit(coffer_home / "coffer.toml") as doc:
+        doc["settings"] = {"result_max_tokens": 0}  # the subject is framing: results pass whole, not kept
     proc = _raw_serve(coffer_home)
     assert proc.stdin is not None and proc.stdout is not None
 

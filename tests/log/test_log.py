@@ -158,7 +158,11 @@ def test_old_schema_file_is_upgraded_in_place(tmp_path: Path) -> None:
     write(path, rec("search_issues"))
 
     db = log.open_log(path)
-    assert [m.name for m in log.MIGRATIONS.applied(db)] == ["0001_calls", "0002_pid_tool_index_meta"]
+    assert [m.name for m in log.MIGRATIONS.applied(db)] == [
+        "0001_calls",
+        "0002_pid_tool_index_meta",
+        "0003_kept_results",
+    ]
     assert "calls_server_tool" in {i.name for i in db["calls"].indexes}
     rows = log.query(db)
     assert [(r["tool"], r["outcome"], r["pid"]) for r in rows] == [
@@ -224,6 +228,7 @@ def test_stats_per_tool(tmp_path: Path) -> None:
         rec("search_tools", server="coffer", duration_ms=2.0),
     )
     got = log.stats(log.open_log(path))
+    assert all(time.time() - row.pop("last_used") < 60 for row in got)  # the latest call's time
     assert got == [
         {"server": "github", "tool": "search_issues", "count": 10, "errors": 3, "error_rate": 0.3}
         | {"p50_ms": 5.5, "p95_ms": 9.55},
