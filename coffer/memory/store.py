@@ -242,18 +242,23 @@ def index_resources(server: str, items: list[tuple[str, str, str]]) -> int:
 RESULTS_SOURCE = "coffer"  # knowledge_passages.server of kept results (a name no server may take)
 
 
-def index_result(uri: str, title: str, text: str) -> int:
-    """Index a kept result's text (coffer.results) for coffer__ask; returns the passages written."""
-    rows = [
-        (RESULTS_SOURCE, uri, seq, heading or title, body, _now())
-        for seq, (heading, body) in enumerate(split_passages(text))
-    ]
+def index_result(uri: str, title: str, pieces: Iterable[str]) -> int:
+    """Index a kept result's text (coffer.results), given in pieces so a big one is never split whole
+    (splitting 8 MB of log lines at once held 60 MB of fragments); returns the passages written."""
+    count = 0
     with _connect() as db, _write(db):
         db.execute("DELETE FROM knowledge_passages WHERE server = ? AND uri = ?", [RESULTS_SOURCE, uri])
-        db.conn.executemany(
-            "INSERT INTO knowledge_passages (server, uri, seq, title, text, indexed) VALUES (?, ?, ?, ?, ?, ?)", rows
-        )
-    return len(rows)
+        for piece in pieces:
+            rows = [
+                (RESULTS_SOURCE, uri, count + seq, heading or title, body, _now())
+                for seq, (heading, body) in enumerate(split_passages(piece))
+            ]
+            db.conn.executemany(
+                "INSERT INTO knowledge_passages (server, uri, seq, title, text, indexed) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            count += len(rows)
+    return count
 
 
 def forget_results(uris: Iterable[str] | None = None) -> None:

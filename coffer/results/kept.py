@@ -7,7 +7,7 @@ does (expired, over budget, or removed).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from coffer.memory import store as memory
@@ -16,6 +16,7 @@ from coffer.results.preview import Measure
 from coffer.results.store import Kept
 from coffer.results.text import text_of
 
+WINDOW_CHARS = 256 * 1024  # indexed a piece at a time
 INDEX_CHARS = 8 * 1024 * 1024  # text of one kept result searchable by coffer__ask (a 50 MB log: its first 8 MB)
 
 
@@ -28,8 +29,20 @@ def keep(result: Mapping[str, Any], server: str, tool: str, measure: Measure, se
         memory.forget_results(store.URI_PREFIX + rid for rid in gone)
     text = text_of(result)
     if text.strip():
-        memory.index_result(kept.uri, f"{server}__{tool} result", text[:INDEX_CHARS])
+        memory.index_result(kept.uri, f"{server}__{tool} result", _windows(text, INDEX_CHARS))
     return kept
+
+
+def _windows(text: str, limit: int, size: int = WINDOW_CHARS) -> Iterator[str]:
+    """The first `limit` characters of `text` in pieces of about `size`, cut after a line where one ends."""
+    start, end = 0, min(len(text), limit)
+    while start < end:
+        stop = min(start + size, end)
+        if stop < end:
+            newline = text.rfind("\n", start, stop)
+            stop = newline + 1 if newline > start else stop
+        yield text[start:stop]
+        start = stop
 
 
 def listing() -> list[Kept]:

@@ -250,3 +250,14 @@ async def test_a_tool_with_an_output_schema_keeps_its_structured_content(coffer_
         got = await s.call("demo__echo", {"text": long})  # validated against the schema by the SDK client
         assert got.structured_content == {"result": long} and link(got)
         assert tokens.count(texts(got)) <= 25_000
+
+
+def test_a_kept_text_is_indexed_in_pieces_cut_after_lines() -> None:
+    """Indexing splits a big text a window at a time (splitting 8 MB at once held 60 MB of fragments)."""
+    from coffer.results.kept import _windows
+
+    text = "".join(f"line {n} {WORD if n == 7000 else 'ok'}\n" for n in range(20_000))
+    pieces = list(_windows(text, limit=len(text), size=4096))
+    assert "".join(pieces) == text and all(p.endswith("\n") for p in pieces) and len(pieces) > 50
+    assert "".join(_windows(text, limit=10_000, size=4096)) == text[:10_000]  # only the first `limit`
+    assert list(_windows("x" * 10_000, limit=10_000, size=4096)) == ["x" * 4096, "x" * 4096, "x" * 1808]
