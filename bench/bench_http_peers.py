@@ -14,7 +14,10 @@ Measured, in interleaved rounds so machine load weighs on all alike:
   - added latency: p50 of an echo call through the gateway minus p50 direct;
   - calls/s with 200 concurrent calls on one client session, and with 4 sessions x 50;
   - a 0.9 MB result (a small call, 0.9 MB back; the SDK's SSE client takes no event over 1 MB):
-    p50 added over direct.
+    p50 added over direct;
+  - echo p50 from Node's global fetch (bench/http_clients/fetch_client.mjs), a kept-alive client as
+    Node hosts make one, for the streamable HTTP gateways (the SDK's client opens a new connection for
+    many calls to a server that answers with SSE streams: Coffer, not mcp-proxy, which answers JSON).
 Figures, never asserts. A peer that is not installed is skipped with a note.
 """
 
@@ -204,12 +207,26 @@ async def rate(sessions: list[ClientSession], tool: str, per_session: int) -> fl
     return len(sessions) * per_session / (time.perf_counter() - t0)
 
 
+def fetch_p50(gw: Gateway, calls: int) -> float | None:
+    """p50 ms of `calls` echo calls from Node's fetch (None without node or for an SSE-only gateway)."""
+    node = shutil.which("node")
+    if node is None or gw.sse:
+        return None
+    script = ROOT / "bench" / "http_clients" / "fetch_client.mjs"
+    url = f"http://127.0.0.1:{gw.port}/mcp"
+    out = subprocess.run([node, str(script), url, gw.tool, str(calls)], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        return None
+    return float(statistics.median(json.loads(out.stdout)["ms"]))
+
+
 async def main(args: argparse.Namespace) -> None:
     gws = gateways(args.peers)
     lat: dict[str, list[float]] = {"direct": []}
     big: dict[str, list[float]] = {"direct": []}
     one: dict[str, list[float]] = {}
     many: dict[str, list[float]] = {}
+    fetched: dict[str, list[float]] = {}
     params = StdioServerParameters(command=sys.executable, args=UPSTREAM)
     async with AsyncExitStack() as stack:
         errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (closed by the stack)
@@ -234,16 +251,21 @@ async def main(args: argparse.Namespace) -> None:
                 big.setdefault(gw.name, []).extend(await timed(s, tool.replace("echo", "big"), MB, 3))
                 one.setdefault(gw.name, []).append(await rate([s], tool, 200))
                 many.setdefault(gw.name, []).append(await rate(sessions, tool, 50))
+                got = await anyio.to_thread.run_sync(fetch_p50, gw, args.calls * 2)
+                if got is not None:
+                    fetched.setdefault(gw.name, []).append(got)
     base, base_big = statistics.median(lat["direct"]), statistics.median(big["direct"])
-    print(f"\ndirect stdio echo p50 {base:.2f} ms, 1 MB result p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
-    print(f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'0.9 MB added':>13} {'200 conc/s':>11} {'4x50 /s':>9}")
+    print(f"\ndirect stdio echo p50 {base:.2f} ms, 0.9 MB result p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
+    head = f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'0.9 MB added':>13} {'200 conc/s':>11} {'4x50 /s':>9}"
+    print(head + f" {'fetch p50':>10}")
     for name in [gw.name for gw, _ in opened]:
         p50 = statistics.median(lat[name]) - base
         p95 = statistics.quantiles(lat[name], n=20)[18] - statistics.quantiles(lat["direct"], n=20)[18]
         b = statistics.median(big[name]) - base_big
         print(
             f"{name:22} {p50:8.2f}ms {p95:8.2f}ms {b:11.1f}ms "
-            f"{statistics.median(one[name]):11.0f} {statistics.median(many[name]):9.0f}"
+            f"{statistics.median(one[name]):11.0f} {statistics.median(many[name]):9.0f} "
+            + (f"{statistics.median(fetched[name]):8.2f}ms" if fetched.get(name) else f"{'-':>10}")
         )
 
 
