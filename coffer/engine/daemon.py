@@ -27,10 +27,11 @@ from typing import Any
 import anyio
 
 from coffer.engine import place
+from coffer.gateway.listing import session_profile
 from coffer.gateway.pool import Pool
 from coffer.gateway.reaper import tree
 from coffer.gateway.serve import _serve_pipes, _setup_logging, _StdinLines, _StdoutWire, http_server
-from coffer.gateway.server import Gateway, session_profile
+from coffer.gateway.server import Gateway
 from coffer.gateway.tasks import session_key
 
 log = logging.getLogger("coffer.engine")

@@ -15,9 +15,8 @@ import contextlib
 import logging
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -32,6 +31,7 @@ from coffer import __version__
 from coffer.errors import CofferError
 from coffer.gateway import bigresults, builtins, knowledge, outbound, paging, profiles, rounds, share
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, SEARCH, CallFailure, HostError, text_result
+from coffer.gateway.listing import DISCOVERY_BUDGET_S, Listings
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
@@ -39,7 +39,7 @@ from coffer.gateway.routes import Call, Router, for_era
 from coffer.gateway.sdk import GatewayServer, host_client, host_connection
 from coffer.gateway.share import Share
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
-from coffer.gateway.upstream import State, Upstream, UpstreamUnavailable
+from coffer.gateway.upstream import Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.log.calls import CallLog, CallRecord
 from coffer.memory.store import index_resources
@@ -52,9 +52,6 @@ from coffer.vault.registry import Profile, Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
 
-# How long a first tools/list may wait for servers the snapshot has never seen, from the gateway's start:
-# Codex gives a server 10 s from spawn, and process start and imports take about 1-1.5 s of that.
-DISCOVERY_BUDGET_S = 7.0
 INSTRUCTIONS = (
     "Coffer serves the tools of several MCP servers as <server>__<tool>. When you are not sure which "
     "tool fits, call coffer__search_tools with the action you want; coffer__ask searches the user's notes "
@@ -62,8 +59,6 @@ INSTRUCTIONS = (
 )
 
 
-# host capabilities an upstream's listing may depend on
-RELAYED_CAPS = ("sampling", "elicitation", "roots", "extensions")
 # what changed -> the 2026-07-28 listen-stream event and the legacy host's notification that announce it
 ANNOUNCED = (
     (frozenset({"tools"}), ToolsListChanged(), "send_tool_list_changed"),
@@ -72,13 +67,7 @@ ANNOUNCED = (
 )
 
 
-def host_caps(ctx: Any) -> frozenset[str]:
-    """Which of the relayable capabilities (sampling, elicitation, roots) the requesting host declared."""
-    caps = getattr(ctx.session, "client_capabilities", None)
-    return frozenset(c for c in RELAYED_CAPS if caps is not None and getattr(caps, c, None) is not None)
-
-
-class Gateway:
+class Gateway(Listings):
     """State behind `coffer serve`: the registry (re-read when it changes), the listings, the pool."""
 
     def __init__(
@@ -153,27 +142,6 @@ class Gateway:
 
     def merged(self) -> Merged:
         return self.view.merged()
-
-    async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
-        """Before answering tools/list, give never-catalogued servers (and `unfit` snapshot entries) a
-        bounded chance to list. Those that failed, or are still starting when the budget is spent, are
-        remembered in the snapshot, so the next start does not wait for them again."""
-        deadline = self._started_at + self.discovery_budget
-        for up in self.pool.running():
-            name = up.name
-            remaining = deadline - anyio.current_time()
-            if remaining <= 0:
-                break
-            if name not in self.view.lists or (name in unfit and name not in self.view.live):
-                await up.wait_settled(remaining)
-        for up in self.pool.running():
-            name = up.name
-            if name in self.view.lists or (up.state is State.STARTING and anyio.current_time() < deadline):
-                continue
-            reason = up.last_error if up.state is not State.STARTING else None
-            error = reason or f"did not list within {self.discovery_budget:g}s of `coffer serve` starting"
-            self.view.missing(name, error)
-            self.pool.spawn(anyio.to_thread.run_sync, lambda n=name, e=error: catalogue.save_failure(n, e))
 
     # ------------------------------------------------------------------ upstream listings
 
@@ -349,73 +317,6 @@ class Gateway:
         if self.pool.share is not None:
             self.pool.resync()
 
-    async def _listing(self, ctx: Any) -> Merged:
-        """The merged view a list request answers from: current curation, new servers given their chance.
-
-        A snapshot entry listed while its upstream was told of capabilities this host lacks (a roots
-        tool after a host with roots) is not shown: that server is waited for like a new one.
-        """
-        self.view.current_registry()
-        unfit = self.view.unfit(host_caps(ctx))
-        await self._await_discovery(unfit)
-        return self.view.merged(without={s for s in unfit if s not in self.view.live})
-
-    @property
-    def profile(self) -> Profile | None:
-        """The profile of the session being served: its own (an engine session's), else `--profile`."""
-        name = session_profile.get() or self.profile_name
-        if name is None:
-            return None
-        if name not in self._profiles:
-            self._profiles[name] = self.view.current_registry().profile(name)
-        return self._profiles[name]
-
-    async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
-        self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
-        self.pool.host_known(ctx.session)
-        merged = await self._listing(ctx)
-        profile = self.profile
-        if profile is None:
-            return for_era(ctx, self._page("tools", merged.tools_result, params), cacheable=True)
-        shown = self._shown.get(profile.name)
-        if shown is None:  # decided once, at the first list: stable while the log changes
-            usage = await anyio.to_thread.run_sync(_usage)
-            order = list(self.view.registry.servers)
-            shown = profiles.select(profile, merged.visible_tools, len(self.view.builtins), usage, order)
-            self._shown[profile.name] = shown
-        listed = profiles.tools_result(
-            self.view.builtins,
-            builtins.call_tool_definition(),
-            merged.visible_tools,
-            shown,
-            profile.max_tools,
-        )
-        return for_era(ctx, self._page("tools", listed, params), cacheable=True)
-
-    def hidden(self) -> frozenset[str]:
-        """Visible tools this client's profile does not advertise (reachable through coffer__call_tool)."""
-        profile = self.profile
-        shown = self._shown.get(profile.name) if profile is not None else None
-        if shown is None:
-            return frozenset()
-        return frozenset(t.name for t in self.view.merged().visible_tools) - set(shown.names)
-
-    async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
-        merged = await self._listing(ctx)
-        return for_era(ctx, self._page("prompts", merged.prompts_result, params), cacheable=True)
-
-    async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
-        merged = await self._listing(ctx)
-        return for_era(ctx, self._page("resources", merged.resources_result, params), cacheable=True)
-
-    async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
-        merged = await self._listing(ctx)
-        return for_era(ctx, self._page("resourceTemplates", merged.templates_result, params), cacheable=True)
-
-    def _page(self, key: str, items: list[Any], params: Any) -> dict[str, Any]:
-        """One page of a merged list (coffer.gateway.paging: one page unless `[settings] page_size`)."""
-        return paging.paged(key, items, params, paging.page_size(self.view.registry.settings))
-
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = Call(server="?", tool=params.name)
         result = await self._record(ctx, call, lambda: self._route_tool(ctx, params, call), deferred=rounds.interim)
@@ -507,20 +408,5 @@ class Gateway:
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
 
 
-# The profile of the session a handler serves, when it is not the gateway's (`coffer.engine`: each
-# front names its own). Set around a session's `server.run`; the tasks it starts inherit it.
-session_profile: ContextVar[str | None] = ContextVar("coffer_session_profile", default=None)
-
-
 def _is_task(result: dict[str, Any]) -> bool:
     return isinstance(result.get("task"), dict)
-
-
-def _usage() -> dict[tuple[str, str], int]:
-    """Calls per (server, tool) from the invocation log, for a profile's cap; empty when unreadable."""
-    from coffer.log.calls import call_counts
-
-    try:
-        return call_counts()
-    except Exception:  # a log that cannot be read must not stop the gateway
-        return {}

@@ -1,0 +1,153 @@
+"""The gateway's list requests: the merged view each host is answered from, new servers given a bounded
+chance to list first, the session's profile applied to tools/list, and paging.
+
+A mixin of `coffer.gateway.server.Gateway` (it reads the gateway's view, pool and relay), kept apart
+so the server module holds the request routing and the upstream bookkeeping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from contextvars import ContextVar
+from typing import Any
+
+import anyio
+
+from coffer.gateway import builtins, paging, profiles
+from coffer.gateway.merge import Merged
+from coffer.gateway.pool import Pool
+from coffer.gateway.relay import Relay
+from coffer.gateway.routes import for_era
+from coffer.gateway.upstream import State
+from coffer.gateway.view import View
+from coffer.vault import catalogue
+from coffer.vault.registry import Profile
+
+# How long a first tools/list may wait for servers the snapshot has never seen, from the gateway's start:
+# Codex gives a server 10 s from spawn, and process start and imports take about 1-1.5 s of that.
+DISCOVERY_BUDGET_S = 7.0
+
+# host capabilities an upstream's listing may depend on
+RELAYED_CAPS = ("sampling", "elicitation", "roots", "extensions")
+
+
+def host_caps(ctx: Any) -> frozenset[str]:
+    """Which of the relayable capabilities (sampling, elicitation, roots) the requesting host declared."""
+    caps = getattr(ctx.session, "client_capabilities", None)
+    return frozenset(c for c in RELAYED_CAPS if caps is not None and getattr(caps, c, None) is not None)
+
+
+# The profile of the session a handler serves, when it is not the gateway's (`coffer.engine`: each
+# front names its own). Set around a session's `server.run`; the tasks it starts inherit it.
+session_profile: ContextVar[str | None] = ContextVar("coffer_session_profile", default=None)
+
+
+class Listings:
+    """List handlers over the gateway's state (declared here, set by `Gateway.__init__`)."""
+
+    view: View
+    pool: Pool
+    relay: Relay
+    discovery_budget: float
+    profile_name: str | None
+    _profiles: dict[str, Profile]
+    _shown: dict[str, profiles.Advertised]
+    _started_at: float
+
+    async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
+        """Before answering tools/list, give never-catalogued servers (and `unfit` snapshot entries) a
+        bounded chance to list. Those that failed, or are still starting when the budget is spent, are
+        remembered in the snapshot, so the next start does not wait for them again."""
+        deadline = self._started_at + self.discovery_budget
+        for up in self.pool.running():
+            name = up.name
+            remaining = deadline - anyio.current_time()
+            if remaining <= 0:
+                break
+            if name not in self.view.lists or (name in unfit and name not in self.view.live):
+                await up.wait_settled(remaining)
+        for up in self.pool.running():
+            name = up.name
+            if name in self.view.lists or (up.state is State.STARTING and anyio.current_time() < deadline):
+                continue
+            reason = up.last_error if up.state is not State.STARTING else None
+            error = reason or f"did not list within {self.discovery_budget:g}s of `coffer serve` starting"
+            self.view.missing(name, error)
+            self.pool.spawn(anyio.to_thread.run_sync, lambda n=name, e=error: catalogue.save_failure(n, e))
+
+    async def _listing(self, ctx: Any) -> Merged:
+        """The merged view a list request answers from: current curation, new servers given their chance.
+
+        A snapshot entry listed while its upstream was told of capabilities this host lacks (a roots
+        tool after a host with roots) is not shown: that server is waited for like a new one.
+        """
+        self.view.current_registry()
+        unfit = self.view.unfit(host_caps(ctx))
+        await self._await_discovery(unfit)
+        return self.view.merged(without={s for s in unfit if s not in self.view.live})
+
+    @property
+    def profile(self) -> Profile | None:
+        """The profile of the session being served: its own (an engine session's), else `--profile`."""
+        name = session_profile.get() or self.profile_name
+        if name is None:
+            return None
+        if name not in self._profiles:
+            self._profiles[name] = self.view.current_registry().profile(name)
+        return self._profiles[name]
+
+    async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+        self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
+        self.pool.host_known(ctx.session)
+        merged = await self._listing(ctx)
+        profile = self.profile
+        if profile is None:
+            return for_era(ctx, self._page("tools", merged.tools_result, params), cacheable=True)
+        shown = self._shown.get(profile.name)
+        if shown is None:  # decided once, at the first list: stable while the log changes
+            usage = await anyio.to_thread.run_sync(_usage)
+            order = list(self.view.registry.servers)
+            shown = profiles.select(profile, merged.visible_tools, len(self.view.builtins), usage, order)
+            self._shown[profile.name] = shown
+        listed = profiles.tools_result(
+            self.view.builtins,
+            builtins.call_tool_definition(),
+            merged.visible_tools,
+            shown,
+            profile.max_tools,
+        )
+        return for_era(ctx, self._page("tools", listed, params), cacheable=True)
+
+    def hidden(self) -> frozenset[str]:
+        """Visible tools this client's profile does not advertise (reachable through coffer__call_tool)."""
+        profile = self.profile
+        shown = self._shown.get(profile.name) if profile is not None else None
+        if shown is None:
+            return frozenset()
+        return frozenset(t.name for t in self.view.merged().visible_tools) - set(shown.names)
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
+        merged = await self._listing(ctx)
+        return for_era(ctx, self._page("prompts", merged.prompts_result, params), cacheable=True)
+
+    async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
+        merged = await self._listing(ctx)
+        return for_era(ctx, self._page("resources", merged.resources_result, params), cacheable=True)
+
+    async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
+        merged = await self._listing(ctx)
+        return for_era(ctx, self._page("resourceTemplates", merged.templates_result, params), cacheable=True)
+
+    def _page(self, key: str, items: list[Any], params: Any) -> dict[str, Any]:
+        """One page of a merged list (coffer.gateway.paging: one page unless `[settings] page_size`)."""
+        return paging.paged(key, items, params, paging.page_size(self.view.registry.settings))
+
+
+def _usage() -> dict[tuple[str, str], int]:
+    """Calls per (server, tool) from the invocation log, for a profile's cap; empty when unreadable."""
+    from coffer.log.calls import call_counts
+
+    try:
+        return call_counts()
+    except Exception:  # a log that cannot be read must not stop the gateway
+        return {}
