@@ -21,6 +21,7 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,28 +100,36 @@ class Engine:
             with contextlib.suppress(Exception):
                 writer.close()
 
-    async def _serve(self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    @contextlib.asynccontextmanager
+    async def _session(
+        self, hello: dict[str, Any], port: int | None = None, one_host: bool = True
+    ) -> AsyncIterator[Session]:
+        """One front's session for its duration: listed for `coffer status`, its profile and its tasks its
+        own (`session_profile`, `session_key`), its own per-session servers (`Pool.session`); its tasks
+        are cancelled when it ends, since nobody can collect them then."""
         self._ids += 1
         key = self._ids
         profile = hello.get("profile") if isinstance(hello.get("profile"), str) else None
         pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
-        self.sessions[key] = Session(pid, profile)
+        session = self.sessions[key] = Session(pid, profile, port=port)
         self._touch()
-        session = self.sessions[key]
         token = session_profile.set(profile)  # the handlers of this session see its profile
         owner = session_key.set(session)  # ... and the tasks it makes are its own
         try:
-            async with self.gateway.pool.session() as own:  # servers it runs for itself (coffer.gateway.share)
+            async with self.gateway.pool.session(one_host) as own:  # servers it runs for itself (gateway.share)
                 session.pool = own
-                await _serve_pipes(self.gateway, _StdinLines(reader), _StdoutWire(writer))
-        except (ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            pass
+                yield session
         finally:
             session_key.reset(owner)
             session_profile.reset(token)
             del self.sessions[key]
             self._touch()
-            await self.gateway.tasks.session_ended(session)  # nobody can collect them now
+            await self.gateway.tasks.session_ended(session)
+
+    async def _serve(self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            async with self._session(hello):
+                await _serve_pipes(self.gateway, _StdinLines(reader), _StdoutWire(writer))
 
     async def _serve_http(
         self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -144,17 +153,12 @@ class Engine:
             from coffer.trust.http_token import serve_token
 
             token = await anyio.to_thread.run_sync(serve_token)
-        self._ids += 1
-        key = self._ids
-        profile = hello.get("profile") if isinstance(hello.get("profile"), str) else None
-        pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
-        session = self.sessions[key] = Session(pid, profile, port=sock.getsockname()[1])
-        self._touch()
         server = http_server(self.gateway, token, quiet=True)
-        tok_profile, tok_key = session_profile.set(profile), session_key.set(session)
         try:
-            async with self.gateway.pool.session(one_host=False) as own, anyio.create_task_group() as tg:
-                session.pool = own
+            async with (
+                self._session(hello, sock.getsockname()[1], one_host=False) as session,
+                anyio.create_task_group() as tg,
+            ):
                 tg.start_soon(server.serve, [sock])  # its tasks inherit this session's profile and pool
                 while not server.started and not server.should_exit:
                     await anyio.sleep(0.01)
@@ -165,12 +169,7 @@ class Engine:
                         pass
                 server.should_exit = True
         finally:
-            session_key.reset(tok_key)
-            session_profile.reset(tok_profile)
             sock.close()
-            del self.sessions[key]
-            self._touch()
-            await self.gateway.tasks.session_ended(session)
 
     def status(self) -> dict[str, Any]:
         """What `coffer status` shows: this process, its sessions, each upstream's process and memory."""
