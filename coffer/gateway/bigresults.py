@@ -44,35 +44,12 @@ def cap_for(settings: Mapping[str, Any], cfg: ServerConfig | None, meta: Mapping
     return cap
 
 
-def _quick_fits(result: Mapping[str, Any], cap: int) -> bool:
-    """Under the cap for certain, without a tokenizer: ASCII text no longer than the cap (a token is at
-    least one byte). Everything else is measured off the event loop."""
-    size = 0
-    for item in result.get("content") or []:
-        if not isinstance(item, dict):
-            return False
-        if item.get("type") == "text" and isinstance(item.get("text"), str):
-            if not item["text"].isascii():
-                return False
-            size += len(item["text"])
-        elif item.get("type") in ("resource_link",):
-            size += 100
-        else:
-            return False
-        if size > cap:
-            return False
-    structured = result.get("structuredContent")
-    if structured is not None:
-        size += len(json.dumps(structured))
-    return size <= cap
-
-
 async def shrink(
     result: dict[str, Any], server: str, tool: str, cap: int, settings: Mapping[str, Any], schema: bool = False
 ) -> tuple[dict[str, Any], store.Kept | None]:
     """`result` as the host should get it: itself when under the cap, else a preview of it kept whole
     (`schema`: the tool declares an output schema, whose structured content must pass whole)."""
-    if cap <= 0 or _quick_fits(result, cap):
+    if cap <= 0 or preview.surely_under(result, cap):  # on the loop: no tokenizer, no thread
         return result, None
     measure = await anyio.to_thread.run_sync(preview.measure, result, cap)
     if not measure.over:

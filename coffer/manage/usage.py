@@ -26,15 +26,11 @@ def usage(filters: log.Filters | None = None) -> dict[str, Any]:
     """`stats` (per tool: calls, errors, p50/p95, last used) and `never_called` (listed tools with no call
     matching `filters`; its server and tool filters narrow it too)."""
     filters = filters or log.Filters()
-    db = log.open_log()
-    try:
-        rows = log.stats(db, filters)
-    finally:
-        db.conn.close()
+    rows = _stats(filters)
     called = {(r["server"], r["tool"]) for r in rows}
     never = [
         {"name": t.name, "server": t.server, "tool": t.tool}
-        for t in _visible()
+        for t in _visible(registry.load())
         if (t.server, t.tool) not in called
         and (filters.server is None or t.server == filters.server)
         and (filters.tool is None or filters.tool in (t.tool, t.name))
@@ -42,8 +38,15 @@ def usage(filters: log.Filters | None = None) -> dict[str, Any]:
     return {"stats": rows, "never_called": never}
 
 
-def _visible() -> list[catalogue.CatalogueTool]:
-    reg = registry.load()
+def _stats(filters: log.Filters) -> list[dict[str, Any]]:
+    db = log.open_log()
+    try:
+        return log.stats(db, filters)
+    finally:
+        db.conn.close()
+
+
+def _visible(reg: registry.Registry) -> list[catalogue.CatalogueTool]:
     with Pins.read() as pins:
         return curation.visible_tools(reg, catalogue.load_snapshot(), pins)
 
@@ -68,10 +71,9 @@ def prune(name: str, unused_for_s: float, now: float | None = None) -> Pruned:
     reg = registry.load()
     before = reg.profiles.get(name)
     since = (time.time() if now is None else now) - unused_for_s
-    stats = usage(log.Filters(since=since))["stats"]
-    used = {(r["server"], r["tool"]) for r in stats}
+    used = {(r["server"], r["tool"]) for r in _stats(log.Filters(since=since))}
     base = before or Profile(name=name)
-    shown = [t for t in _visible() if matches(base, t)]
+    shown = [t for t in _visible(reg) if matches(base, t)]
     kept = [t.name for t in shown if (t.server, t.tool) in used]
     left_out = [t.name for t in shown if (t.server, t.tool) not in used]
     if not kept:

@@ -50,8 +50,7 @@ def listing() -> list[Kept]:
 
 
 def show(value: str) -> tuple[Kept, dict[str, Any]]:
-    kept = store.get(value)
-    return kept, store.load(kept.id)
+    return store.open_kept(value)
 
 
 def remove(value: str) -> Kept:

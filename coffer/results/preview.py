@@ -16,6 +16,7 @@ from typing import Any
 
 from coffer.results import tokens
 from coffer.results.store import Kept
+from coffer.results.text import parts
 
 NOTE_TOKENS = 300  # the notice and the link, taken off the cap before the preview is cut
 JSON_PARSE_LIMIT = 16 * 1024 * 1024  # larger JSON is previewed by its head only (parsing costs ~10x its size)
@@ -32,44 +33,43 @@ class Measure:
     kind: str  # text, json, binary or mixed
 
 
-def _parts(result: Mapping[str, Any]) -> tuple[list[str], int]:
-    """The text parts of a result (text items, embedded text resources) and its binary size (base64)."""
-    texts: list[str] = []
-    binary = 0
+def surely_under(result: Mapping[str, Any], cap: int) -> bool:
+    """Under the cap for certain, without a tokenizer: ASCII text (and links) no longer than the cap, a
+    token being at least one byte. Anything else (binary, non-ASCII, longer) has to be measured."""
+    size = 0
     for item in result.get("content") or []:
         if not isinstance(item, dict):
-            continue
-        kind = item.get("type")
-        if kind == "text" and isinstance(item.get("text"), str):
-            texts.append(item["text"])
-        elif kind in ("image", "audio") and isinstance(item.get("data"), str):
-            binary += len(item["data"])
-        elif kind == "resource" and isinstance(item.get("resource"), dict):
-            res = item["resource"]
-            if isinstance(res.get("text"), str):
-                texts.append(res["text"])
-            elif isinstance(res.get("blob"), str):
-                binary += len(res["blob"])
-    return texts, binary
+            return False
+        if item.get("type") == "text" and isinstance(item.get("text"), str):
+            if not item["text"].isascii():
+                return False
+            size += len(item["text"])
+        elif item.get("type") == "resource_link":
+            size += 100
+        else:
+            return False
+        if size > cap:
+            return False
+    structured = result.get("structuredContent")
+    if structured is not None:
+        size += len(json.dumps(structured))
+    return size <= cap
 
 
 def measure(result: Mapping[str, Any], cap: int) -> Measure:
     """Whether `result` is over `cap` tokens. Binary content counts by size (4 base64 characters a token,
     what the host would otherwise carry); structured content by its JSON."""
-    texts, binary = _parts(result)
+    texts, binary = parts(result)
     structured = result.get("structuredContent")
     kind = "binary" if binary and not texts else "mixed" if binary else "text"
     if texts and len(texts) == 1 and texts[0].lstrip()[:1] in ("{", "["):
         kind = "json"
     total = binary // 4
-    size = binary + sum(len(t) for t in texts)
     if structured is not None:
-        extra = json.dumps(structured, ensure_ascii=False)
-        texts = [*texts, extra]
-        size += len(extra)
+        texts = [*texts, json.dumps(structured, ensure_ascii=False)]
         kind = kind if texts[:-1] else "json"
-    if size <= cap and all(t.isascii() for t in texts):  # a token is at least one byte
-        return Measure(False, size, kind)
+    if surely_under(result, cap):
+        return Measure(False, sum(len(t) for t in texts), kind)
     for text in texts:
         if total > cap:
             break
@@ -81,7 +81,7 @@ def build(result: Mapping[str, Any], kept: Kept, cap: int, keep_days: float, sch
     """The result the host gets in place of `result` (kept whole as `kept`). `schema`: the tool declares
     an output schema, so its structured content goes through whole (a client validates it against the
     schema and would refuse the result without it); only the content is previewed."""
-    texts, _ = _parts(result)
+    texts, _ = parts(result)
     budget = max(200, cap - NOTE_TOKENS)
     body = _body(result, texts, budget)
     out: dict[str, Any] = {

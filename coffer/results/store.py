@@ -190,12 +190,17 @@ def get(value: str) -> Kept:
     return Kept(*row)
 
 
-def load(value: str) -> dict[str, Any]:
-    """The original result, as the upstream sent it."""
+def open_kept(value: str) -> tuple[Kept, dict[str, Any]]:
+    """A live kept result's index row and the original, as the upstream sent it."""
     kept = get(value)
     with open(directory() / f"{kept.id}.json", encoding="utf-8") as fh:
         data = json.load(fh)
-    return data if isinstance(data, dict) else {}
+    return kept, data if isinstance(data, dict) else {}
+
+
+def load(value: str) -> dict[str, Any]:
+    """The original result, as the upstream sent it."""
+    return open_kept(value)[1]
 
 
 def listing() -> list[Kept]:

@@ -17,27 +17,41 @@ MAX_MATCHES = 100
 MAX_PATTERN = 500
 
 
+def parts(result: Mapping[str, Any]) -> tuple[list[str], int]:
+    """The text parts of a result (text items, embedded text resources) and its binary size (base64)."""
+    texts: list[str] = []
+    binary = 0
+    for item in result.get("content") or []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type")
+        if kind == "text" and isinstance(item.get("text"), str):
+            texts.append(item["text"])
+        elif kind in ("image", "audio") and isinstance(item.get("data"), str):
+            binary += len(item["data"])
+        elif kind == "resource" and isinstance(item.get("resource"), dict):
+            res = item["resource"]
+            if isinstance(res.get("text"), str):
+                texts.append(res["text"])
+            elif isinstance(res.get("blob"), str):
+                binary += len(res["blob"])
+    return texts, binary
+
+
 def text_of(result: Mapping[str, Any]) -> str:
     """The readable text of a result: its text parts in order, else its structured content as JSON."""
-    parts: list[str] = []
-    for item in result.get("content") or []:
-        if isinstance(item, dict) and item.get("type") == "text" and isinstance(item.get("text"), str):
-            parts.append(item["text"])
-        elif isinstance(item, dict) and item.get("type") == "resource":
-            res = item.get("resource")
-            if isinstance(res, dict) and isinstance(res.get("text"), str):
-                parts.append(res["text"])
-    if not parts and result.get("structuredContent") is not None:
-        parts.append(json.dumps(result["structuredContent"], ensure_ascii=False, indent=1))
-    return "\n\n".join(parts)
+    texts, _ = parts(result)
+    if not texts and result.get("structuredContent") is not None:
+        texts.append(json.dumps(result["structuredContent"], ensure_ascii=False, indent=1))
+    return "\n\n".join(texts)
 
 
 def read_range(value: str, offset: int, length: int, cap: int) -> str:
     """Characters [offset, offset+length) of a kept result's text, cut to `cap` tokens."""
     if offset < 0 or length < 1:
         raise UsageError("offset must be >= 0 and length >= 1")
-    kept = store.get(value)
-    text = text_of(store.load(kept.id))
+    kept, original = store.open_kept(value)
+    text = text_of(original)
     piece = tokens.head(text[offset : offset + length], cap)
     end = offset + len(piece)
     more = f"; next: offset {end}" if end < len(text) else "; that is the end"
@@ -54,8 +68,8 @@ def grep(value: str, pattern: str, cap: int, context: int = 0, ignore_case: bool
     except re.error as exc:
         raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
     context = max(0, min(context, 10))
-    kept = store.get(value)
-    lines = text_of(store.load(kept.id)).splitlines()
+    kept, original = store.open_kept(value)
+    lines = text_of(original).splitlines()
     hits = [n for n, line in enumerate(lines) if regex.search(line)]
     shown: list[str] = []
     last = -1

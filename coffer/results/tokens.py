@@ -48,8 +48,9 @@ def count(text: str, stop_after: int | None = None) -> int:
 
 
 def head(text: str, limit: int) -> str:
-    """The longest start of `text` that is at most `limit` tokens, cut at a token boundary."""
-    if fits(text, limit):
+    """The longest start of `text` that is at most `limit` tokens, cut at a token boundary (tokenized once:
+    the slices are counted as they are cut)."""
+    if len(text) <= limit and text.isascii():  # a token is at least one byte
         return text
     tokenizer = _tokenizer()
     kept, used = 0, 0
