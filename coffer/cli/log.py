@@ -193,8 +193,11 @@ def stats_cmd(
     filters = _filters(server, tool, outcome, since, client)
     if filters == log.Filters() and isinstance(ctx.obj, log.Filters):
         filters = ctx.obj  # `coffer log --since 1d stats` filters too
-    _open_pruned().conn.close()  # old rows go first, as for `coffer log`
-    found = usage(filters)
+    db = _open_pruned()  # old rows go first, as for `coffer log`
+    try:
+        found = usage(filters, db)
+    finally:
+        db.conn.close()
     rows, never = found["stats"], found["never_called"]
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "stats": rows, "never_called": never})

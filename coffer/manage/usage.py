@@ -22,11 +22,11 @@ from coffer.vault import catalogue, paths, registry
 from coffer.vault.profiles import Profile
 
 
-def usage(filters: log.Filters | None = None) -> dict[str, Any]:
+def usage(filters: log.Filters | None = None, db: Any = None) -> dict[str, Any]:
     """`stats` (per tool: calls, errors, p50/p95, last used) and `never_called` (listed tools with no call
-    matching `filters`; its server and tool filters narrow it too)."""
+    matching `filters`; its server and tool filters narrow it too). `db`: the log, when already open."""
     filters = filters or log.Filters()
-    rows = _stats(filters)
+    rows = log.stats(db, filters) if db is not None else _stats(filters)
     called = {(r["server"], r["tool"]) for r in rows}
     never = [
         {"name": t.name, "server": t.server, "tool": t.tool}
