@@ -122,8 +122,8 @@ class Pool:
     def get(self, name: str) -> Upstream | None:
         """The upstream serving `name` for the session being served: its own for a server it runs per
         session, else the shared one (started here when a session that predates a share change needs it)."""
-        child = session_pool.get()
-        if child is not None and child in self.children and name in child.own:
+        child = self._current()
+        if child is not None and name in child.own:
             return child._up(name, self._configs.get(name))
         if name in self.upstreams or name not in self.per_session:
             return self.upstreams.get(name)
@@ -138,6 +138,11 @@ class Pool:
         up.start()
         return up
 
+    def _current(self) -> Pool | None:
+        """The pool of the session being served, when it is one of this pool's sessions."""
+        child = session_pool.get()
+        return child if child is not None and child in self.children else None
+
     def live(self, upstream: Upstream) -> bool:
         """Whether `upstream` is current here or in a session's pool (not one replaced or stopped)."""
         pools = [self, *self.children]
@@ -145,8 +150,8 @@ class Pool:
 
     def running(self) -> list[Upstream]:
         """The upstreams the session being served can reach: the shared ones and its own."""
-        child = session_pool.get()
-        own = list(child.upstreams.values()) if child is not None and child in self.children else []
+        child = self._current()
+        own = list(child.upstreams.values()) if child is not None else []
         return [*self.upstreams.values(), *own]
 
     def every(self) -> list[tuple[Pool, Upstream]]:
@@ -175,8 +180,8 @@ class Pool:
 
     def host_known(self, host: Any) -> None:
         """The session being served finished its handshake: start its own servers, told what it declared."""
-        child = session_pool.get()
-        if child is not None and child in self.children and not child.started:
+        child = self._current()
+        if child is not None and not child.started:
             child.started = True
             child.host = host if child._one_host else None
             child.sync(self._configs[n] for n in child.own if n in self._configs)
