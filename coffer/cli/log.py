@@ -90,10 +90,6 @@ def _open_pruned() -> Any:
     return db
 
 
-def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def _client(row: dict[str, Any]) -> str:
     name = row["client_name"] or "?"
     return f"{name} {row['client_version']}" if row["client_version"] else name
@@ -102,7 +98,7 @@ def _client(row: dict[str, Any]) -> str:
 def _line(row: dict[str, Any]) -> str:
     error = f" {row['error_class']}" if row["error_class"] else ""
     return (
-        f"{_when(row['ts'])}  {_client(row)}  {row['server']}__{row['tool']}  "
+        f"{render.when(row['ts'])}  {_client(row)}  {row['server']}__{row['tool']}  "
         f"{row['duration_ms']:.1f} ms  {row['outcome']}{error}"
     )
 
@@ -144,7 +140,7 @@ def show(
             ["time", "client", "server", "tool", "ms", "outcome", "error"],
             [
                 (
-                    _when(r["ts"]),
+                    render.when(r["ts"]),
                     _client(r),
                     r["server"],
                     r["tool"],
@@ -214,7 +210,7 @@ def stats_cmd(
                     f"{r['error_rate']:.1%}",
                     f"{r['p50_ms']:.1f}",
                     f"{r['p95_ms']:.1f}",
-                    _when(r["last_used"]),
+                    render.when(r["last_used"]),
                 )
                 for r in rows
             ],

@@ -112,6 +112,13 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word if n == 1 else word + 's'}"
 
 
+def when(ts: float, seconds: bool = True) -> str:
+    """An epoch time as local date and time (to the second, or the minute)."""
+    from datetime import datetime
+
+    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M")
+
+
 def first_line(text_value: str, width: int = 80) -> str:
     line = (text_value or "").strip().splitlines()[0] if (text_value or "").strip() else ""
     return line if len(line) <= width else line[: width - 1] + "…"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from typing import Annotated
 
@@ -10,16 +9,11 @@ import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
+from coffer.cli.registry import JsonOpt
 from coffer.errors import UsageError
 
 results_app = typer.Typer(help="Tool results kept whole because they were over the cap (coffer://results/<id>).")
 app.add_typer(results_app, name="results")
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-
-
-def _when(ts: float) -> str:
-    return dt.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
 @results_app.command("list")
@@ -41,8 +35,8 @@ def list_(as_json: JsonOpt = False) -> None:
             (
                 k.id,
                 k.server + "__" + k.tool,
-                _when(k.created),
-                _when(k.expires),
+                render.when(k.created, seconds=False),
+                render.when(k.expires, seconds=False),
                 human(k.bytes),
                 f"{k.tokens:,}+",
                 k.kind,
