@@ -8,10 +8,13 @@ The parts, one package each, bottom to top; a part imports only the parts below 
                             the one TCP listener factory (TCP_NODELAY on every accepted connection)
     trust/  ranking/  log/  approval, pins, curation, secrets, redaction | BM25 + embeddings | the invocation log
     memory/                 notes and indexed resources behind coffer__ask
+    results/  telemetry/    big results kept and read back | OpenTelemetry export when its variables ask
     gateway/                `coffer serve`: server -> routes -> view/relay -> pool -> upstream -> transport
     clients/  engine/       agents' config files: read, plan and write (import plans, install, move) |
                             the per-user engine: one process per server for every `coffer serve` on stdio
-    manage/                 use cases across parts: add/import/remove, probe, refresh, doctor, vault search, demo
+    manage/                 use cases across parts: add/import/remove, probe, refresh, doctor, vault search, demo,
+                            enable/disable, review/approve, usage and profiles
+    console/                `coffer ui`: the web console over manage/ (guarded loopback server, static page)
     cli/                    Typer commands: parse, call one part, render
 
 Where a new feature goes: a new file format or location, vault; a rule about what an agent may see,

@@ -1,7 +1,7 @@
 """The house rules, read off the source: every import points down the layers, and no modules form a circle.
 
 Layers, bottom to top (coffer/__init__.py draws them): errors; vault; trust, ranking, log; memory;
-gateway; manage; clients; cli. A module may import its own part and parts below it. Every import
+gateway; manage; clients; console; cli. A module may import its own part and parts below it. Every import
 counts, including those inside functions and under `if TYPE_CHECKING:`.
 """
 
@@ -27,8 +27,9 @@ LAYER = {
     "coffer.engine": 6,
     "coffer.manage": 7,
     "coffer.examples": 7,
-    "coffer.cli": 8,
-    "coffer.__main__": 9,
+    "coffer.console": 8,
+    "coffer.cli": 9,
+    "coffer.__main__": 10,
 }
 
 

@@ -18,6 +18,7 @@ from coffer.cli import auth  # noqa: F401  isort: skip
 from coffer.cli import profile  # noqa: F401  isort: skip
 from coffer.cli import status  # noqa: F401  isort: skip
 from coffer.cli import results  # noqa: F401  isort: skip
+from coffer.cli import ui  # noqa: F401  isort: skip
 
 
 __all__ = ["app"]

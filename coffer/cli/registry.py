@@ -9,7 +9,7 @@ import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
-from coffer.errors import CofferError, NotFoundError, UsageError
+from coffer.errors import CofferError, UsageError
 from coffer.vault import catalogue, paths, registry
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
@@ -136,14 +136,6 @@ def remove(
         render.say(f"removed '{name}'")
 
 
-def _tool_counts(reg: registry.Registry, snap: catalogue.Snapshot | None, name: str) -> tuple[int, int] | None:
-    if snap is None or name not in snap.servers:
-        return None
-    tools = catalogue.server_tools(snap, name, reg.servers[name].exposed_prefix)
-    disabled = set(reg.servers[name].disabled_tools)
-    return sum(1 for t in tools if t.tool not in disabled), len(tools)
-
-
 @app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """List registered servers (env values masked)."""
@@ -152,16 +144,7 @@ def list_(as_json: JsonOpt = False) -> None:
     reg = registry.load()
     for problem in reg.unknown_keys():
         render.warn(problem)
-    snap = catalogue.load_snapshot()
-    states = servers.trust_states(reg)
-    rows = []
-    for cfg in reg.servers.values():
-        data = cfg.to_dict(mask=True) | states[cfg.name]
-        counts = _tool_counts(reg, snap, cfg.name)
-        data["tools"] = None if counts is None else {"enabled": counts[0], "total": counts[1]}
-        entry = snap.servers.get(cfg.name) if snap is not None else None
-        data["list_error"] = entry.error if entry is not None else None
-        rows.append(data)
+    rows = servers.server_rows(reg)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "servers": rows})
         return
@@ -257,27 +240,16 @@ def show(
 
 
 def _toggle(target: str, enabled: bool, force: bool, as_json: bool = False) -> None:
-    server, tool = registry.split_target(target)
-    reg = registry.load()
-    reg.get(server)
-    if tool is not None:
-        found = catalogue.find_tool(catalogue.load_snapshot(), server, tool, reg.servers[server].exposed_prefix)
-        if found is not None:
-            tool = found.tool
-        elif not force:
-            snap = catalogue.load_snapshot()
-            if snap is None or server not in snap.servers:
-                raise NotFoundError(
-                    f"no catalogue for '{server}' yet, so tool '{tool}' cannot be checked: "
-                    "run `coffer refresh` or pass --force"
-                )
-            raise NotFoundError(f"unknown tool '{tool}' on server '{server}' (see `coffer show {server}`)")
-    changed = registry.set_enabled(server, tool, enabled)
-    state = "enabled" if enabled else "disabled"
+    from coffer.manage.tools import toggle
+
+    done = toggle(target, enabled, force)
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, "target": target, "enabled": enabled, "changed": changed})
+        render.print_json(
+            {"version": render.JSON_VERSION, "target": target, "enabled": enabled, "changed": done.changed}
+        )
         return
-    render.say(f"{target} {state}" if changed else f"{target} was already {state}")
+    state = "enabled" if enabled else "disabled"
+    render.say(f"{target} {state}" if done.changed else f"{target} was already {state}")
 
 
 ForceOpt = Annotated[bool, typer.Option("--force", help="Accept a tool name not in the catalogue.")]

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
-from coffer.errors import UsageError
-from coffer.vault import registry
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -80,56 +78,23 @@ def approve(
     as_json: JsonOpt = False,
 ) -> None:
     """Approve a server's changed launch config and held tools, or one held tool."""
-    from coffer.trust.pinning import Pins
+    from coffer.manage.review import approve as approve_target
 
-    server, tool = registry.split_target(target)
-    cfg = registry.load().get(server)
-    with Pins.open() as pins:
-        if tool is not None:
-            done = [f"{server}__{pins.approve_tool(server, tool).tool}"]
-        else:
-            done = ["launch config"] if pins.approve_server(cfg) else []
-            done += [f"{server}__{p.tool}" for p in pins.approve_tools(server)]
+    done = approve_target(target)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "approved": done})
         return
-    render.say(f"approved {', '.join(done)}" if done else f"nothing to approve for '{server}'")
+    render.say(f"approved {', '.join(done)}" if done else f"nothing to approve for '{target}'")
 
 
 @app.command()
 def diff(server: Annotated[str, typer.Argument(help="Server to compare.")], as_json: JsonOpt = False) -> None:
     """Show what changed since approval: the launch config and each held tool (unified diff)."""
-    from coffer.trust import pinning
-    from coffer.trust.pinning import Pins
+    from coffer.manage.review import review
 
-    if registry.SEP in server:
-        raise UsageError("give a server name; `coffer diff` shows every held tool of it")
-    cfg = registry.load().get(server)
-    with Pins.open() as pins:
-        state = pins.server_state(cfg)
-        old_cfg, new_cfg = pins.config_change(cfg)
-        held = pins.held(server)
-        events = pins.events(server, limit=20)
-    config_diff = pinning.unified(
-        pinning.pretty(old_cfg) if old_cfg else "", pinning.pretty(new_cfg), f"{server} launch config", "registry now"
-    )
-    config: dict[str, Any] = {"state": state, "approved": old_cfg, "current": new_cfg, "diff": config_diff}
-    from coffer.trust.injection import scan
-
-    tools: list[dict[str, Any]] = [
-        {
-            "tool": p.tool,
-            "name": p.exposed,
-            "state": p.state,
-            "approved": p.old,
-            "served": p.new,
-            "diff": p.diff(),
-            "injection": scan(p.new or {}, server),
-        }
-        for p in held
-    ]
+    data = review(server)
+    config, tools, state = data["config"], data["tools"], data["config"]["state"]
     if as_json:
-        data = {"server": server, "config": config, "tools": tools, "events": events}
         render.print_json({"version": render.JSON_VERSION, **data})
         return
     if state == "approved" and not tools:

@@ -105,6 +105,11 @@ def plan_import(
     return ImportPlan(client.name, sources[0].path if sources else known.resolve_path(client, path), items, sources)
 
 
+def entries_of(client: known.Client, source: known.Source) -> list[tuple[str, Any]]:
+    """The entries of one client source, as the client reads them (raises NotFoundError when missing)."""
+    return _entries(client, source, primary=True)
+
+
 def _entries(client: known.Client, source: known.Source, primary: bool) -> list[tuple[str, Any]]:
     """The entries of one source; a missing file is an error only for the first (the user's) source."""
     try:

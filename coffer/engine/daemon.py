@@ -188,6 +188,9 @@ class Engine:
                     "pids": pids,
                     "pss_kib": sum(pss_kib(p) for p in _tree(pids)),
                     "transport": up.cfg.transport,
+                    "ready_since": up.ready_since,
+                    "last_error": up.last_error,
+                    "restarts": max(0, up.spawns - 1),
                 }
             )
         return {

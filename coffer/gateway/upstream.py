@@ -15,6 +15,7 @@ import errno
 import math
 import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack, asynccontextmanager
 from enum import StrEnum
@@ -134,6 +135,7 @@ class Upstream:
         self.capabilities: dict[str, Any] = {}  # what the server declared at its handshake (wire form)
         self.protocol_version: str | None = None
         self.init_seconds: float | None = None
+        self.ready_since: float | None = None  # wall clock when the running process finished its handshake
         self.spawns = 0
         self.failures = 0
         self.retry_at = 0.0
@@ -249,6 +251,7 @@ class Upstream:
                         self.listing = listing
                         await self.pool.prepare(self, session)  # state the host set, before any call is routed
                         self.session, self.state = session, State.READY
+                        self.ready_since = time.time()
                         self.last_error = self.error_class = None
                         self._settled.set()
                         self.pool.listed(self, frozenset(KINDS))

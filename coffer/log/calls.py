@@ -442,16 +442,18 @@ def stats(db: sqlite_utils.Database, filters: Filters | None = None) -> list[dic
         durations.append(duration)
         groups[(server, tool)] = (durations, failures + (outcome in FAILURES), max(last, ts))
     out = [
-        {
-            "server": server,
-            "tool": tool,
-            "count": len(durations),
-            "errors": failures,
-            "error_rate": failures / len(durations),
-            "p50_ms": round(percentile(durations, 50), 3),
-            "p95_ms": round(percentile(durations, 95), 3),
-            "last_used": last,
-        }
+        {"server": server, "tool": tool, **figures(durations, failures), "last_used": last}
         for (server, tool), (durations, failures, last) in groups.items()
     ]
     return sorted(out, key=lambda s: (-s["count"], s["server"], s["tool"]))
+
+
+def figures(durations: list[float], failures: int) -> dict[str, Any]:
+    """calls, failures, error rate and p50/p95 of one group's sorted durations (ms)."""
+    return {
+        "count": len(durations),
+        "errors": failures,
+        "error_rate": failures / len(durations),
+        "p50_ms": round(percentile(durations, 50), 3),
+        "p95_ms": round(percentile(durations, 95), 3),
+    }

@@ -37,3 +37,59 @@ def preview(name: str | None, reg: registry.Registry | None = None) -> dict[str,
 def preview_all() -> list[dict[str, Any]]:
     reg = registry.load()
     return [{k: v for k, v in preview(n, reg).items() if k != "advertised_tools"} for n in reg.profiles]
+
+
+def clients_by_profile() -> dict[str, list[str]]:
+    """Which clients run `coffer serve` on this vault from their user file (and Claude Code's local
+    scopes), keyed by the `--profile` each passes ("" for none): what the console's profiles page says
+    each client sees. An entry for another vault (its COFFER_HOME), or a client file that is missing or
+    cannot be read, counts as no client."""
+    from coffer.clients import common, importer, known
+    from coffer.errors import CofferError
+
+    out: dict[str, list[str]] = {}
+    for client in known.CLIENTS.values():
+        try:
+            sources = [s for s in client.sources(scope=None, cwd=None) if s.scope in ("user", "local")]
+        except CofferError:
+            continue  # no usual file (the generic JSON client)
+        for source in sources:
+            try:
+                entries = importer.entries_of(client, source)
+            except CofferError:
+                continue
+            for _name, raw in entries:
+                launch = _serve_launch(raw)
+                if launch is None or not common.is_coffer_serve(*launch[:2]) or not _this_vault(launch[2]):
+                    continue
+                args = launch[1]
+                profile = args[args.index("--profile") + 1] if "--profile" in args[:-1] else ""
+                where = client.label if source.scope == "user" else f"{client.label} ({source.project})"
+                out.setdefault(profile, []).append(where)
+    return out
+
+
+def _serve_launch(raw: Any) -> tuple[str, list[str], dict[str, str]] | None:
+    """command, args and env of a client entry (mcpServers-style, Codex's TOML, Zed's nested command)."""
+    if not isinstance(raw, dict):
+        return None
+    command: Any = raw.get("command")
+    args: Any = raw.get("args", [])
+    env: Any = raw.get("env", raw.get("environment", {}))
+    if isinstance(command, dict):  # Zed: "command": {"path": ..., "args": [...], "env": {...}}
+        command, args, env = command.get("path"), command.get("args", []), command.get("env", {})
+    if isinstance(command, list) and command:  # opencode: "command": ["coffer", "serve"]
+        command, args = command[0], command[1:]
+    if not isinstance(command, str) or not isinstance(args, list):
+        return None
+    return command, [str(a) for a in args], env if isinstance(env, dict) else {}
+
+
+def _this_vault(env: dict[str, str]) -> bool:
+    import os
+    from pathlib import Path
+
+    mine, theirs = os.environ.get("COFFER_HOME"), env.get("COFFER_HOME")
+    if not mine or not theirs:
+        return not mine and not theirs
+    return Path(mine).expanduser().resolve() == Path(theirs).expanduser().resolve()

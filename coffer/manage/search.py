@@ -12,7 +12,7 @@ from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, paths, registry
 
 
-def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
+def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool = False) -> RankResult:
     """Rank the saved catalogue snapshot's tools an agent may see (`curation.visible_tools`), offline.
 
     Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1.
@@ -30,4 +30,4 @@ def search_snapshot(query: str, k: int = 5, mode: str = "hybrid") -> RankResult:
     with Pins.read() as pins:  # read only, on the standard library's sqlite3: no migration, no sqlite_utils
         tools = curation.visible_tools(reg, snapshot, pins)
     # remember_words: the next `coffer search` with this query's new words needs no tokenizer
-    return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir(), remember_words=True)
+    return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir(), remember_words=True, explain=explain)

@@ -81,6 +81,28 @@ def trust_states(reg: registry.Registry) -> dict[str, dict[str, Any]]:
     return out
 
 
+def server_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
+    """Each registered server as `coffer list --json` and the console show it: its config (env masked),
+    trust state, enabled/total tool counts and token cost from the snapshot (None before it was
+    listed), and the error of its last listing."""
+    reg = reg or registry.load()
+    snap = catalogue.load_snapshot()
+    states = trust_states(reg)
+    rows = []
+    for cfg in reg.servers.values():
+        data = cfg.to_dict(mask=True) | states[cfg.name]
+        entry = snap.servers.get(cfg.name) if snap is not None else None
+        data["tools"] = data["tokens"] = None
+        if entry is not None:
+            tools = catalogue.server_tools(snap, cfg.name, cfg.exposed_prefix)
+            on = [t for t in tools if t.tool not in set(cfg.disabled_tools)]
+            data["tools"] = {"enabled": len(on), "total": len(tools)}
+            data["tokens"] = sum(catalogue.schema_tokens(t) for t in on)
+        data["list_error"] = entry.error if entry is not None else None
+        rows.append(data)
+    return rows
+
+
 # ---------------------------------------------------------------- coffer add
 
 

@@ -47,17 +47,19 @@ def search_tools(
     cache_dir: Path | None = None,
     key: str | None = None,
     remember_words: bool = False,
+    explain: bool = False,
 ) -> RankResult:
     """Rank catalogue tools for `query`, reusing the built index while the catalogue is unchanged.
 
     Needs the query implies but does not name ("save it to out/report.md": a file writer) get a place
     in the results (coffer.ranking.implied). `remember_words` saves the word stems and pieces the
-    query taught the ranker in `cache_dir` (`Ranker.save_query_words`: `coffer search`, a process per query).
+    query taught the ranker in `cache_dir` (`Ranker.save_query_words`: `coffer search`, a process per query);
+    `explain` fills `RankResult.parts` (the console shows them).
     Raises UsageError when k < 1 or `mode` is unknown.
     """
     docs = docs_from_tools(tools)
     ranker = cached_ranker(docs, mode=mode, cache_dir=cache_dir, key=key, implied_needs=True, english_docs=True)
-    result = ranker.search(query, k)
+    result = ranker.search(query, k, explain=explain)
     if remember_words:
         ranker.save_query_words()
     return result

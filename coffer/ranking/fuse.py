@@ -35,9 +35,12 @@ def minmax_normalise(scores: np.ndarray) -> np.ndarray:
     return np.clip(scores, 0.0, 1.0)
 
 
-def weighted_fusion(bm25: np.ndarray, semantic: np.ndarray, bm25_weight: float = BM25_WEIGHT) -> np.ndarray:
-    """Convex mix of max-normalised BM25 and min-max-normalised cosine scores."""
-    return bm25_weight * max_normalise(bm25) + (1.0 - bm25_weight) * minmax_normalise(semantic)
+def weighted_shares(
+    bm25: np.ndarray, semantic: np.ndarray, bm25_weight: float = BM25_WEIGHT
+) -> tuple[np.ndarray, np.ndarray]:
+    """The two terms of the hybrid score, a convex mix of max-normalised BM25 and min-max-normalised
+    cosine scores, kept apart (the console shows them as a result's score parts)."""
+    return bm25_weight * max_normalise(bm25), (1.0 - bm25_weight) * minmax_normalise(semantic)
 
 
 def top_k(scores: np.ndarray, k: int) -> list[int]:

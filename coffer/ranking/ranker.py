@@ -17,7 +17,7 @@ from coffer.errors import UsageError
 from coffer.ranking.bm25 import BM25Params, FieldSpec
 from coffer.ranking.docs import Doc
 from coffer.ranking.embed import ModelUnavailable
-from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_fusion
+from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_shares
 from coffer.ranking.implied import implied_queries
 from coffer.ranking.index import CHUNK_WEIGHT, Indexes
 from coffer.ranking.languages import translate
@@ -45,6 +45,9 @@ class RankResult:
     ranker: str
     total: int
     note: str | None = None
+    # per hit, what its score is made of (`Ranker.parts` at the doc; "implied": 1.0 when the hit was
+    # placed for a need the query implies and took the score of the place it was given)
+    parts: list[dict[str, float]] | None = None
 
 
 def _unweighted(params: BM25Params | None) -> BM25Params:
@@ -129,10 +132,17 @@ class Ranker:
 
     def scores(self, query: str) -> np.ndarray:
         """Score of every doc for `query` under the ranker that runs (higher is better, 0 = no match)."""
+        return self.parts(query)["total"]
+
+    def parts(self, query: str) -> dict[str, np.ndarray]:
+        """Every doc's score for `query` and what it is made of: the weighted "lexical" (BM25) and
+        "semantic" shares, and "name" (the name-fit pass: total minus the two), so the console can show
+        why a tool ranks where it does. The bm25 ranker has only "lexical", the semantic one only "semantic"."""
         import numpy as np
 
         if not self.docs:
-            return np.zeros(0, dtype=np.float32)
+            empty = np.zeros(0, dtype=np.float32)
+            return {"total": empty, "lexical": empty}
         rw = rewrite(query, vocabulary=self.rules.vocabulary)  # developer vocabulary (coffer.ranking.vocabulary)
         sem_index, dense_index = self.index.semantic, self.index.dense  # read once: a failure below drops them
         if sem_index is not None:
@@ -143,18 +153,24 @@ class Ranker:
                 self.index.drop_models(str(exc))
                 sem_index = None
         if sem_index is None:
-            return self.index.bm25.scores(rw.terms, rw.weights)
+            lexical_only = self.index.bm25.scores(rw.terms, rw.weights)
+            return {"total": lexical_only, "lexical": lexical_only}
         if dense is not None:
             semantic = (1.0 - MINILM_SHARE) * minmax_normalise(semantic) + MINILM_SHARE * minmax_normalise(dense)
         if self.mode == "semantic":
-            return semantic
+            return {"total": semantic, "semantic": semantic}
         lexical = self.index.bm25.scores(rw.terms, rw.weights)
         if dense is not None:
-            return self._fit(self.bm25_weight * max_normalise(lexical) + (1.0 - self.bm25_weight) * semantic, rw)
-        return self._fit(weighted_fusion(lexical, semantic, self.bm25_weight), rw)
+            lex, sem = self.bm25_weight * max_normalise(lexical), (1.0 - self.bm25_weight) * semantic
+        else:
+            lex, sem = weighted_shares(lexical, semantic, self.bm25_weight)
+        fused = lex + sem
+        total = self._fit(fused, rw)
+        return {"total": total, "lexical": lex, "semantic": sem, "name": total - fused}
 
-    def search(self, query: str, k: int = 5) -> RankResult:
-        """The k best docs for `query`, best first, never a zero-score doc.
+    def search(self, query: str, k: int = 5, explain: bool = False) -> RankResult:
+        """The k best docs for `query`, best first, never a zero-score doc; `explain` adds each hit's
+        score parts.
 
         A query in another language is read through the glossary first (`coffer.ranking.languages`);
         the best tool for each need the query implies gets a place (`implied_needs`). Raises UsageError
@@ -165,10 +181,18 @@ class Ranker:
         if self.rules.glossary:  # another language, read in English
             query = translate(query, keep_original=not self.english_docs)
         needs = implied_queries(query) if self.implied_needs and k > 1 else []
-        scores = self.scores(query)
+        parts = self.parts(query)
+        scores = parts["total"]
         order = top_k(scores, k + len(needs))
         values = {i: float(scores[i]) for i in order}
         for n, need in enumerate(needs):
             place_implied(self.scores, need, min(IMPLIED_SLOT + n, k - 1), order, values)
         hits = [(self.docs[i], round(values[i], 6)) for i in order[:k]]
-        return RankResult(hits=hits, ranker=self.ranker, total=self.total, note=self.note)
+        explained = None
+        if explain:
+            explained = [
+                {name: round(float(v[i]), 6) for name, v in parts.items() if name != "total"}
+                | {"implied": float(abs(values[i] - float(scores[i])) > 1e-9)}
+                for i in order[:k]
+            ]
+        return RankResult(hits=hits, ranker=self.ranker, total=self.total, note=self.note, parts=explained)

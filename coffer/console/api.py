@@ -1,0 +1,183 @@
+"""The console's JSON API: each route is one use case of coffer.manage (or the log's read queries),
+called the way the CLI calls it, so what the page shows is what `coffer list/show/log stats/profile`
+print and what it changes is what `coffer enable/disable/approve` would write."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from coffer.errors import CofferError, NotFoundError, UsageError
+from coffer.log import calls as log
+from coffer.log import series
+from coffer.vault import registry
+
+VERSION = 1
+STATUS = {"usage": 400, "not_found": 404, "conflict": 409, "registry": 409}
+WINDOWS = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400, "90d": 90 * 86_400}
+
+
+def _json(data: dict[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse({"version": VERSION, **data}, status_code=status)
+
+
+def _endpoint(work: Callable[..., dict[str, Any]], writes: bool = False) -> Callable[[Request], Any]:
+    """Run `work(params, body)` off the event loop (files and SQLite block); a CofferError becomes its
+    one-line message with a 4xx status, as the CLI turns it into one line and an exit code."""
+
+    async def handle(request: Request) -> JSONResponse:
+        body: dict[str, Any] = {}
+        if writes:
+            try:
+                parsed = await request.json()
+            except ValueError:
+                return _json({"error": "the body is not JSON"}, 400)
+            if not isinstance(parsed, dict):
+                return _json({"error": "the body must be a JSON object"}, 400)
+            body = parsed
+        params = dict(request.path_params) | dict(request.query_params)
+        try:
+            return _json(await run_in_threadpool(work, params, body))
+        except CofferError as exc:
+            return _json({"error": str(exc), "code": exc.code}, STATUS.get(exc.code, 500))
+
+    return handle
+
+
+def overview(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """The vault's place and its engine (None when none runs)."""
+    from coffer.engine import control
+    from coffer.vault import paths
+
+    return {"registry": str(paths.registry_path()), "engine": control.status(), "now": time.time()}
+
+
+def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """`coffer list --json`'s rows, each with what the running engine says of its process."""
+    from coffer.engine import control
+    from coffer.manage.servers import server_rows
+
+    rows = server_rows()
+    engine = control.status()
+    live: dict[str, list[dict[str, Any]]] = {}
+    for up in (engine or {}).get("upstreams", []):
+        live.setdefault(up["name"], []).append(up)
+    for row in rows:
+        row["processes"] = live.get(row["name"], [])
+    return {"servers": rows, "engine_running": engine is not None}
+
+
+def review(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    from coffer.manage.review import review as review_server
+
+    return review_server(params["name"])
+
+
+def approve(params: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    from coffer.manage.review import approve as approve_target
+
+    tool = body.get("tool")
+    target = params["name"] if not tool else f"{params['name']}{registry.SEP}{tool}"
+    return {"approved": approve_target(target)}
+
+
+def set_server(params: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    return _toggle(params["name"], body)
+
+
+def set_tool(params: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    return _toggle(f"{params['name']}{registry.SEP}{params['tool']}", body)
+
+
+def _toggle(target: str, body: dict[str, Any]) -> dict[str, Any]:
+    from coffer.manage.tools import toggle
+
+    enabled = body.get("enabled")
+    if not isinstance(enabled, bool):
+        raise UsageError('give {"enabled": true} or {"enabled": false}')
+    done = toggle(target, enabled)
+    return {"target": target, "enabled": enabled, "changed": done.changed}
+
+
+def tools(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    from coffer.manage.tools import tool_rows
+
+    return {"tools": tool_rows()}
+
+
+def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """`coffer search`, with each hit's score parts (lexical, semantic, name fit, implied)."""
+    from coffer.manage.search import search_snapshot
+
+    query = params.get("q", "")
+    try:
+        k = int(params.get("k", "10"))
+    except ValueError:
+        raise UsageError(f"k must be a whole number, got {params.get('k')!r}") from None
+    result = search_snapshot(query, min(k, 50), explain=True)
+    hits = [
+        {"name": d.id, "description": d.text, "score": s, "parts": parts}
+        for (d, s), parts in zip(result.hits, result.parts or [{} for _ in result.hits], strict=True)
+    ]
+    return {"query": query, "ranker": result.ranker, "total_searched": result.total, "note": result.note, "tools": hits}
+
+
+def usage(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """The log page: calls over time, per server and per tool (the figures of `coffer log stats`), and
+    the listed tools never called, over a window (1h, 24h, 7d, 30d, 90d)."""
+    from coffer.manage.usage import usage as tool_usage
+
+    window = params.get("window", "7d")
+    if window not in WINDOWS:
+        raise UsageError(f"unknown window '{window}': expected one of {', '.join(WINDOWS)}")
+    now = time.time()
+    filters = log.Filters(since=now - WINDOWS[window])
+    db = log.open_log()
+    try:
+        found = tool_usage(filters, db)
+        return {
+            "window": window,
+            "timeline": series.timeline(db, filters, now),
+            "servers": series.by_server(db, filters),
+            "tools": found["stats"],
+            "never_called": found["never_called"],
+        }
+    finally:
+        db.conn.close()
+
+
+def profiles(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """What each profile (and no profile) advertises and costs, and which clients run it."""
+    from coffer.manage.profiles import clients_by_profile, preview
+
+    reg = registry.load()
+    clients = clients_by_profile()
+    rows = [preview(None, reg)] + [preview(n, reg) for n in reg.profiles]
+    for row in rows:
+        row["clients"] = clients.get(row["name"] or "", [])
+    return {"profiles": rows}
+
+
+def missing(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    raise NotFoundError("no such console route")
+
+
+ROUTES = [
+    Route("/api/overview", _endpoint(overview)),
+    Route("/api/servers", _endpoint(servers)),
+    Route("/api/servers/{name}/review", _endpoint(review)),
+    Route("/api/servers/{name}/approve", _endpoint(approve, writes=True), methods=["POST"]),
+    Route("/api/servers/{name}/enabled", _endpoint(set_server, writes=True), methods=["POST"]),
+    Route("/api/tools", _endpoint(tools)),
+    Route("/api/tools/{name}/{tool}/enabled", _endpoint(set_tool, writes=True), methods=["POST"]),
+    Route("/api/search", _endpoint(search)),
+    Route("/api/usage", _endpoint(usage)),
+    Route("/api/profiles", _endpoint(profiles)),
+    Route("/api/{rest:path}", _endpoint(missing), methods=["GET", "POST"]),
+]

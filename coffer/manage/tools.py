@@ -1,0 +1,64 @@
+"""Turning servers and tools on and off, and the tool table: the one way `coffer enable/disable` and the
+console do it, so both check the same names and write the registry the same way (under its lock)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from coffer.errors import NotFoundError
+from coffer.manage.servers import trust_states
+from coffer.vault import catalogue, registry
+
+
+@dataclass(frozen=True)
+class Toggled:
+    target: str
+    enabled: bool
+    changed: bool  # False: it already was
+
+
+def toggle(target: str, enabled: bool, force: bool = False) -> Toggled:
+    """Enable or disable SERVER or SERVER__TOOL. A tool must be in the catalogue unless `force` (a server
+    not listed yet); raises NotFoundError for an unknown server or tool."""
+    server, tool = registry.split_target(target)
+    reg = registry.load()
+    reg.get(server)
+    if tool is not None:
+        snap = catalogue.load_snapshot()
+        found = catalogue.find_tool(snap, server, tool, reg.servers[server].exposed_prefix)
+        if found is not None:
+            tool = found.tool
+        elif not force:
+            if snap is None or server not in snap.servers:
+                raise NotFoundError(
+                    f"no catalogue for '{server}' yet, so tool '{tool}' cannot be checked: "
+                    "run `coffer refresh` or pass --force"
+                )
+            raise NotFoundError(f"unknown tool '{tool}' on server '{server}' (see `coffer show {server}`)")
+    return Toggled(target, enabled, registry.set_enabled(server, tool, enabled))
+
+
+def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
+    """Every catalogued tool of every server: its exposed name, whether it is enabled (it and its
+    server), held for review, and what advertising it costs in tokens; by server, then name."""
+    reg = reg or registry.load()
+    snap = catalogue.load_snapshot()
+    states = trust_states(reg)
+    rows: list[dict[str, Any]] = []
+    for name, cfg in sorted(reg.servers.items()):
+        off, held = set(cfg.disabled_tools), set(states[name]["held"])
+        for t in catalogue.server_tools(snap, name, cfg.exposed_prefix):
+            rows.append(
+                {
+                    "name": t.name,
+                    "server": name,
+                    "tool": t.tool,
+                    "enabled": t.tool not in off,
+                    "server_enabled": cfg.enabled,
+                    "held": t.name in held or t.tool in held,
+                    "tokens": catalogue.schema_tokens(t),
+                    "description": t.description,
+                }
+            )
+    return rows

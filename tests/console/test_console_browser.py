@@ -1,0 +1,211 @@
+"""The console in a real browser: Playwright driving the system's Chromium (`.ci/run` installs Debian's
+`chromium`) through every page of `coffer ui` on the 16 real servers' vault, clicking what a person
+clicks and checking coffer.toml and the trust store afterwards. Screenshots go to $COFFER_SCREENSHOTS
+(else the test's temporary folder).
+
+Without Playwright or Chromium these tests skip, except where COFFER_REQUIRE_BROWSER=1 (CI) makes
+that a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import tomlkit
+
+from coffer.manage import servers
+from coffer.vault import catalogue, registry
+from tests.console.conftest import Console
+
+# as the machine's own check starts it: headless, and nothing that reaches for the network
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("COFFER_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    required = os.environ.get("COFFER_REQUIRE_BROWSER") == "1"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if required:
+            raise
+        pytest.skip("Playwright is not installed (pip install playwright)")
+    path = chromium_path()
+    if path is None:
+        if required:
+            raise AssertionError("COFFER_REQUIRE_BROWSER=1 but no chromium on PATH")
+        pytest.skip("no chromium on PATH (apt install chromium)")
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    where = Path(os.environ.get("COFFER_SCREENSHOTS") or tmp_path / "screenshots")
+    where.mkdir(parents=True, exist_ok=True)
+    return where
+
+
+@pytest.fixture
+def page(browser: Any, console: Console) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    tab.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
+    tab.goto(console.url)
+    tab.wait_for_selector("main[aria-busy=false] #servers")
+    yield tab
+    context.close()
+    assert problems == [], problems  # no script error, no refused resource, no CSP violation
+
+
+def registry_doc(home: Path) -> Any:
+    return tomlkit.parse((home / "coffer.toml").read_text())
+
+
+def shoot(tab: Any, shots: Path, name: str) -> None:
+    path = shots / f"console-{name}.png"
+    tab.screenshot(path=str(path))
+    assert path.stat().st_size > 10_000  # a rendered page, not a blank one
+
+
+def wait_notice(tab: Any, text: str) -> None:
+    tab.wait_for_selector(f"#notice:not([hidden]):has-text('{text}')")
+
+
+def test_servers_page_reviews_and_approves(page: Any, console_home: Path, shots: Path) -> None:
+    assert "token" not in page.url  # the token went into a cookie; the address bar no longer shows it
+    rows = page.locator("#servers tbody tr[data-server]")
+    assert rows.count() == 16
+    assert page.locator("tr[data-server=fetch] .badge").inner_text() == "needs approval"
+    assert page.locator("tr[data-server=time] .badge").inner_text() == "tools held"
+    assert page.locator("tr[data-server=github] td").nth(3).inner_text() == "26/26"
+    shoot(page, shots, "servers")
+
+    page.locator("tr[data-server=time] button:has-text('Review')").click()
+    review = page.locator("[data-review=time]")
+    review.wait_for()
+    assert "time__get_current_time: definition changed" in review.inner_text()
+    assert "held: its" in review.inner_text()  # what the injection scan found
+    assert review.locator("pre.diff .add").count() >= 1
+    shoot(page, shots, "review")
+    review.locator("button:has-text('Approve time')").click()
+    wait_notice(page, "approved time")
+    page.wait_for_selector("tr[data-server=time] .badge:has-text('ok')")
+
+    page.locator("tr[data-server=fetch] button:has-text('Review')").click()
+    page.locator("[data-review=fetch]").wait_for()
+    assert "Launch config: changed since approval" in page.locator("[data-review=fetch]").inner_text()
+    page.locator("[data-review=fetch] button").click()
+    page.wait_for_selector("tr[data-server=fetch] .badge:has-text('ok')")
+    listed = {row["name"]: row["state"] for row in servers.server_rows()}
+    assert listed["time"] == listed["fetch"] == "ok"
+
+    page.get_by_role("switch", name="enable server notion").click()
+    wait_notice(page, "notion disabled")
+    assert registry_doc(console_home)["servers"]["notion"]["enabled"] is False
+    assert registry.load().servers["notion"].enabled is False
+    page.wait_for_selector("tr[data-server=notion] .badge:has-text('disabled')")
+
+
+def test_tools_page_toggles_and_searches(page: Any, console_home: Path, shots: Path) -> None:
+    page.click("nav >> text=Tools")
+    page.wait_for_selector("main[data-page=tools][aria-busy=false] #tools")
+    assert page.locator("#tools tbody tr").count() == 222
+    page.get_by_label("filter tools").fill("github__create_")
+    visible = page.locator("#tools tbody tr:visible")
+    assert visible.count() == 6  # create_or_update_file, _repository, _issue, _pull_request, _branch, _review
+    page.get_by_role("switch", name="enable github__create_issue").click()
+    wait_notice(page, "github__create_issue disabled")
+    assert list(registry_doc(console_home)["servers"]["github"]["disabled_tools"]) == ["create_issue"]
+    page.wait_for_selector("main[data-page=tools][aria-busy=false] #tools")
+    assert not page.get_by_role("switch", name="enable github__create_issue").is_checked()
+
+    page.get_by_label("search tools").fill("open a pull request")
+    page.click("form button:has-text('Search')")
+    page.wait_for_selector("#hits")
+    first = page.locator("#hits tr").first
+    assert first.get_attribute("data-hit") == "github__create_pull_request"
+    assert first.locator("[data-part=lexical]").inner_text().startswith("BM25 ")
+    assert first.locator("[data-part=semantic]").inner_text().startswith("meaning ")
+    assert first.locator("svg rect").count() >= 2  # the score bar, in parts
+    # the disabled tool is no longer searchable, as for `coffer search`
+    assert page.locator("#hits tr[data-hit=github__create_issue]").count() == 0
+    shoot(page, shots, "tools")
+
+
+def test_log_page_charts_the_calls(page: Any, shots: Path) -> None:
+    page.click("nav >> text=Log")
+    page.wait_for_selector("main[data-page=log][aria-busy=false] #timeline")
+    bars = page.locator("#timeline rect[data-calls]")
+    assert sum(int(bars.nth(i).get_attribute("data-calls")) for i in range(bars.count())) == 600
+    assert page.locator("#latency rect").count() == 2 * min(page.locator("#servers-stats tbody tr").count(), 12)
+    assert page.locator("#tools-stats tbody tr").count() >= 20
+    assert page.locator("#never-called li").count() > 100
+    rows = page.locator("#tools-stats tbody tr").all_inner_texts()
+    called = {"__".join(cells[:2]) for cells in (r.split("\t") for r in rows)}
+    never = set(page.locator("#never-called li").all_inner_texts())
+    assert called and all(name.split("__")[0] in page.locator("#servers-stats").inner_text() for name in called)
+    assert never and not called & never  # a tool called in the window is not "never called"
+    shoot(page, shots, "log")
+    page.click("button:has-text('1h')")
+    page.wait_for_selector("main[data-page=log][aria-busy=false] button[aria-pressed=true]:has-text('1h')")
+    shown = page.locator("#timeline rect[data-calls]")
+    assert sum(int(shown.nth(i).get_attribute("data-calls")) for i in range(shown.count())) < 600
+
+
+def test_profiles_page_names_the_clients(page: Any, shots: Path) -> None:
+    page.click("nav >> text=Profiles")
+    page.wait_for_selector("main[data-page=profiles][aria-busy=false] #profiles")
+    coding = page.locator("tr[data-profile=coding]")
+    assert "Claude Code" in coding.inner_text()
+    assert "Codex" in page.locator("tr[data-profile='(no profile)']").inner_text()
+    coding.locator("summary").click()
+    names = coding.locator("li").all_inner_texts()
+    assert names[0].startswith("coffer__") and any(n.startswith("github__") for n in names)
+    assert all(n.split("__")[0] in ("coffer", "github", "git", "filesystem") for n in names)
+    shoot(page, shots, "profiles")
+
+
+def test_untrusted_text_stays_text(browser: Any, console_home: Path) -> None:
+    """A tool description is written by whoever wrote the server: markup in it is shown, never run."""
+    from tests.console.conftest import start_console, stop_console
+
+    servers.add_server(registry.ServerConfig(name="evil", command="true"))
+    trap = '<img src=x onerror="document.title=\'owned\'"><script>document.title="owned"</script>'
+    catalogue.save_server("evil", tools=[{"name": "trap", "description": trap, "inputSchema": {"type": "object"}}])
+    running = start_console(console_home)
+    context = browser.new_context()
+    try:
+        tab = context.new_page()
+        tab.goto(running.url)
+        tab.wait_for_selector("tr[data-server=evil]")
+        tab.click("nav >> text=Tools")
+        row = tab.locator("tr[data-tool=evil__trap]")
+        row.wait_for()
+        assert trap.split("<script>")[0] in row.inner_text()
+        assert tab.locator("main img").count() == 0 and tab.title() == "Coffer console"
+    finally:
+        context.close()
+        stop_console(running)
