@@ -161,6 +161,7 @@ def test_log_page_charts_the_calls(page: Any, shots: Path) -> None:
     bars = page.locator("#timeline rect[data-calls]")
     assert sum(int(bars.nth(i).get_attribute("data-calls")) for i in range(bars.count())) == 600
     assert page.locator("#latency rect").count() == 2 * min(page.locator("#servers-stats tbody tr").count(), 12)
+    assert page.locator("#tool-latency rect").count() == 2 * 12  # p50 and p95 of the 12 busiest tools
     assert page.locator("#tools-stats tbody tr").count() >= 20
     assert page.locator("#never-called li").count() > 100
     rows = page.locator("#tools-stats tbody tr").all_inner_texts()

@@ -291,9 +291,11 @@ async function logPage(root, span) {
       el("span", {}, `one bar = ${barWidth(data.timeline.bucket_s)}`)),
     el("div", { class: "chart" }, timelineChart(data.timeline)));
   root.append(el("h2", {}, "Latency and errors per server"),
-    el("div", { class: "chart" }, latencyChart(data.servers)),
+    el("div", { class: "chart" }, latencyChart(data.servers, (r) => r.server, "latency", "server")),
     statsTable(data.servers, ["server"], "servers-stats"));
-  root.append(el("h2", {}, "Per tool"), statsTable(data.tools, ["server", "tool"], "tools-stats", true));
+  root.append(el("h2", {}, "Per tool (the 12 busiest charted)"),
+    el("div", { class: "chart" }, latencyChart(data.tools, (r) => `${r.server} ${r.tool}`, "tool-latency", "tool")),
+    statsTable(data.tools, ["server", "tool"], "tools-stats", true));
   root.append(el("h2", {}, `Listed, never called (${data.never_called.length})`),
     data.never_called.length
       ? el("ul", { class: "tools-list", id: "never-called" }, data.never_called.map((t) => el("li", {}, t.name)))
@@ -331,16 +333,16 @@ function timelineChart(timeline) {
   return node;
 }
 
-function latencyChart(rows) {
+function latencyChart(rows, label, id, what) {
   const shown = rows.slice(0, 12);
-  const width = 1000, row = 22, left = 170;
+  const width = 1000, row = 22, left = 190;
   const height = Math.max(shown.length * row + 10, 30);
   const top = Math.max(1e-6, ...shown.map((r) => r.p95_ms));
-  const node = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": "p50 and p95 latency per server", id: "latency" });
+  const node = svg("svg", { viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": `p50 and p95 latency per ${what}`, id });
   shown.forEach((r, i) => {
     const y = 5 + i * row;
     const w95 = ((width - left - 280) * r.p95_ms) / top, w50 = ((width - left - 280) * r.p50_ms) / top;
-    node.append(svg("text", { x: 0, y: y + 13 }, r.server),
+    node.append(svg("text", { x: 0, y: y + 13 }, firstLine(label(r), 28)),
       svg("rect", { x: left, y: y + 2, width: Math.max(w95, 1), height: 14, fill: "#c9d6f5" }, svg("title", {}, `p95 ${fmt.ms(r.p95_ms)}`)),
       svg("rect", { x: left, y: y + 5, width: Math.max(w50, 1), height: 8, fill: "#2f5fd0" }, svg("title", {}, `p50 ${fmt.ms(r.p50_ms)}`)),
       svg("text", { x: left + Math.max(w95, 1) + 6, y: y + 13 }, `p50 ${fmt.ms(r.p50_ms)} · p95 ${fmt.ms(r.p95_ms)}${r.errors ? ` · ${r.errors} failed` : ""}`));
