@@ -16,8 +16,9 @@ Measured, in interleaved rounds so machine load weighs on all alike:
   - a 0.9 MB result (a small call, 0.9 MB back; the SDK's SSE client takes no event over 1 MB):
     p50 added over direct;
   - echo p50 from Node's global fetch (bench/http_clients/fetch_client.mjs), a kept-alive client as
-    Node hosts make one, for the streamable HTTP gateways (the SDK's client opens a new connection for
-    many calls to a server that answers with SSE streams: Coffer, not mcp-proxy, which answers JSON).
+    Node hosts make one, for the streamable HTTP gateways (the SDK's client opens a new connection after
+    every answer that came as an SSE stream; Coffer answers JSON when nothing comes before the answer,
+    coffer.gateway.httpshape, as mcp-proxy always does).
 Figures, never asserts. A peer that is not installed is skipped with a note.
 """
 

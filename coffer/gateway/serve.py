@@ -309,7 +309,10 @@ def http_server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any
     `quiet`: it leaves signals to its process (the engine runs several, one per `serve --http`)."""
     import uvicorn
 
-    app = _versioned(gateway.server.streamable_http_app(host="127.0.0.1"))  # Host and Origin checks stay on
+    from coffer.gateway.httpshape import json_when_single
+
+    # Host and Origin checks stay on; an answer with nothing before it goes out as JSON (httpshape)
+    app = _versioned(json_when_single(gateway.server.streamable_http_app(host="127.0.0.1")))
     if token is not None:
         app = _guarded(app, token)
     # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)
