@@ -63,7 +63,7 @@ def parse_outcomes(text: str | None) -> tuple[str, ...]:
 
 
 def _filters(server: str | None, tool: str | None, outcome: str | None, since: str | None, client: str | None) -> Any:
-    from coffer.log.calls import Filters
+    from coffer.log.query import Filters
 
     return Filters(
         server=server,
@@ -125,7 +125,7 @@ def show(
         raise UsageError(f"invalid --limit {limit}: must be 0 or more")
     if not 0.05 <= interval <= 60:
         raise UsageError(f"invalid --interval {interval}: must be between 0.05 and 60 seconds")
-    from coffer.log import calls as log
+    from coffer.log import query as log
 
     db = _open_pruned()
     start = log.last_id(db)
@@ -158,7 +158,7 @@ def show(
 
 
 def _follow(db: Any, filters: Any, start: int, interval: float, as_json: bool) -> None:
-    from coffer.log import calls as log
+    from coffer.log import query as log
 
     try:
         for row in log.tail(db, filters, after_id=start, interval=interval):
@@ -183,7 +183,7 @@ def stats_cmd(
 ) -> None:
     """Per tool: calls, errors (error, timeout, refused), p50/p95 duration, last used; then every listed
     tool never called in that time (candidates for `coffer profile prune` or `coffer disable`)."""
-    from coffer.log import calls as log
+    from coffer.log import query as log
     from coffer.manage.usage import usage
 
     filters = _filters(server, tool, outcome, since, client)

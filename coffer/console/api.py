@@ -14,8 +14,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from coffer.errors import CofferError, NotFoundError, UsageError
-from coffer.log import calls as log
+from coffer.log import query as log
 from coffer.log import series
+from coffer.log.calls import open_log
 from coffer.vault import registry
 
 VERSION = 1
@@ -138,7 +139,7 @@ def usage(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
         raise UsageError(f"unknown window '{window}': expected one of {', '.join(WINDOWS)}")
     now = time.time()
     filters = log.Filters(since=now - WINDOWS[window])
-    db = log.open_log()
+    db = open_log()
     try:
         found = tool_usage(filters, db)
         return {

@@ -145,7 +145,7 @@ class Listings:
 
 def _usage() -> dict[tuple[str, str], int]:
     """Calls per (server, tool) from the invocation log, for a profile's cap; empty when unreadable."""
-    from coffer.log.calls import call_counts
+    from coffer.log.query import call_counts
 
     try:
         return call_counts()

@@ -8,7 +8,8 @@ from typing import Any
 
 import sqlite_utils
 
-from coffer.log.calls import FAILURES, Filters, figures
+from coffer.log.calls import FAILURES
+from coffer.log.query import Filters, figures
 
 # Bucket widths a chart may use, in seconds: the smallest that gives at most `buckets` bars wins.
 WIDTHS = (60, 300, 900, 3600, 3 * 3600, 6 * 3600, 86400, 7 * 86400)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from coffer.gateway import builtins, profiles
-from coffer.log.calls import call_counts
+from coffer.log.query import call_counts
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry

@@ -15,7 +15,8 @@ from typing import Any
 
 from coffer.errors import NotFoundError, UsageError
 from coffer.gateway.profiles import matches  # the profile's own filter, as `coffer serve` applies it
-from coffer.log import calls as log
+from coffer.log import query as log
+from coffer.log.calls import open_log
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, paths, registry
@@ -39,7 +40,7 @@ def usage(filters: log.Filters | None = None, db: Any = None) -> dict[str, Any]:
 
 
 def _stats(filters: log.Filters) -> list[dict[str, Any]]:
-    db = log.open_log()
+    db = open_log()
     try:
         return log.stats(db, filters)
     finally:

@@ -442,7 +442,8 @@ async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signa
     finally:
         subreaper(False)
     if sig == signal.SIGTERM:
-        from coffer.log.calls import open_log, query
+        from coffer.log.calls import open_log
+        from coffer.log.query import query
 
         rows = [r for r in query(open_log(home / "coffer.db")) if r["tool"] == "sleep"]
         assert len(rows) == 4 and all(r["outcome"] in ("cancelled", "error") for r in rows), rows

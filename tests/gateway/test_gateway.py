@@ -81,7 +81,8 @@ async def test_merge_route_curate_and_builtins(coffer_home: Path) -> None:
     assert snap is not None and {"alpha", "beta"} <= set(snap.servers)
     assert "echo" in [t["name"] for t in snap.servers["alpha"].tools]
 
-    from coffer.log.calls import open_log, query
+    from coffer.log.calls import open_log
+    from coffer.log.query import query
 
     rows = query(open_log(), limit=100)
     outcomes = {(r["server"], r["tool"], r["outcome"]) for r in rows}
@@ -158,7 +159,8 @@ async def test_progress_cancellation_timeout_and_list_changed(coffer_home: Path,
         assert f"alpha__{added}" in await s.tool_names()
         assert text(await s.call(f"alpha__{added}")) == added
 
-    from coffer.log.calls import open_log, query
+    from coffer.log.calls import open_log
+    from coffer.log.query import query
 
     outcomes = {(r["server"], r["tool"], r["outcome"]) for r in query(open_log(), limit=50)}
     assert ("alpha", "slow", "cancelled") in outcomes

@@ -10,7 +10,8 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from coffer.log.calls import CallLog, CallRecord, open_log, query
+from coffer.log.calls import CallLog, CallRecord, open_log
+from coffer.log.query import query
 from coffer.vault import registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture, serve, text

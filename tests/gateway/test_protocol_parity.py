@@ -68,10 +68,10 @@ async def test_elicitation_complete_reaches_the_host(via: str, coffer_home: Path
 async def test_the_invocation_log_records_the_elicitation_error_without_its_urls(coffer_home: Path) -> None:
     async with peer("coffer", coffer_home, URL_HOST) as p:
         await p.call("sign_in")
-    from coffer.log import calls
+    from coffer.log import calls, query
 
     def rows_now() -> list[dict[str, Any]]:
-        return [r for r in calls.query(calls.open_log()) if r["tool"] == "sign_in"]
+        return [r for r in query.query(calls.open_log()) if r["tool"] == "sign_in"]
 
     await wait_for(lambda: rows_now() != [], what="the row (the engine writes it off the call path)")
     rows = rows_now()

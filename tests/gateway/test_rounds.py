@@ -53,10 +53,10 @@ async def test_a_modern_host_is_asked_through_input_required_results(coffer_home
             assert sampled.content[0].text == "model said: hello"  # type: ignore[union-attr]
             listed = await client.call_tool("alpha__roots")
             assert listed.content[0].text == "file:///work/project"  # type: ignore[union-attr]
-    from coffer.log import calls
+    from coffer.log import calls, query
 
     def rows_now() -> list[dict[str, Any]]:
-        return [r for r in calls.query(calls.open_log()) if r["tool"] in ("ask_user", "ask_model", "roots")]
+        return [r for r in query.query(calls.open_log()) if r["tool"] in ("ask_user", "ask_model", "roots")]
 
     await wait_for(lambda: len(rows_now()) >= 3, what="the rows (the engine writes them off the call path)")
     rows = rows_now()

@@ -32,9 +32,9 @@ def peer(via: str, home: Path, *extra: str, capabilities: dict[str, Any] | None 
 
 
 def research_rows() -> list[dict[str, Any]]:
-    from coffer.log import calls
+    from coffer.log import calls, query
 
-    return [r for r in calls.query(calls.open_log()) if r["tool"] == "research"]
+    return [r for r in query.query(calls.open_log()) if r["tool"] == "research"]
 
 
 def text_of(result: dict[str, Any]) -> str:

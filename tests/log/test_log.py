@@ -15,6 +15,7 @@ import pytest
 
 from coffer.errors import UsageError
 from coffer.log import calls as log
+from coffer.log import query as logq
 from coffer.log.calls import CallLog, CallRecord
 from coffer.vault.store import open_db
 from tests.conftest import subprocess_env
@@ -47,7 +48,7 @@ def test_record_flush_and_query_round_trip(coffer_home: Path) -> None:
     calllog.record(rec(outcome="error", error_class="McpError", duration_ms=3.25))
     calllog.record(rec("search_tools", server="coffer", client_name=None, client_version=None))
     assert calllog.flush()
-    rows = log.query(log.open_log())
+    rows = logq.query(log.open_log())
     calllog.close()
     assert [(r["server"], r["tool"], r["outcome"], r["error_class"]) for r in rows] == [
         ("github", "search_issues", "error", "McpError"),
@@ -68,7 +69,7 @@ def test_error_class_never_holds_a_message_body(tmp_path: Path) -> None:
         rec(outcome="weird-outcome"),
         rec(tool="x" * 5000),
     )
-    rows = log.query(log.open_log(path))
+    rows = logq.query(log.open_log(path))
     assert [r["error_class"] for r in rows] == ["unclassified", "COFFER_UPSTREAM_CRASHED", None, None]
     assert rows[2]["outcome"] == "error"  # an unknown outcome is stored as a failure, not as free text
     assert len(rows[3]["tool"]) == 200
@@ -164,21 +165,21 @@ def test_old_schema_file_is_upgraded_in_place(tmp_path: Path) -> None:
         "0003_kept_results",
     ]
     assert "calls_server_tool" in {i.name for i in db["calls"].indexes}
-    rows = log.query(db)
+    rows = logq.query(db)
     assert [(r["tool"], r["outcome"], r["pid"]) for r in rows] == [
         ("get_issue", "timeout", None),
         ("search_issues", "ok", os.getpid()),
     ]
-    assert [r["tool"] for r in log.query(db, log.Filters(tool="github__get_issue"))] == ["get_issue"]
+    assert [r["tool"] for r in logq.query(db, logq.Filters(tool="github__get_issue"))] == ["get_issue"]
 
 
 def test_ids_keep_growing_after_everything_is_pruned(tmp_path: Path) -> None:
     path = tmp_path / "coffer.db"
     write(path, rec(ts=time.time() - 200 * 86_400), rec(ts=time.time() - 100 * 86_400))
     db = log.open_log(path)
-    assert log.prune(db, 90) == 2 and log.last_id(db) == 0
+    assert log.prune(db, 90) == 2 and logq.last_id(db) == 0
     write(path, rec())
-    assert [r["id"] for r in log.query(db)] == [3]  # AUTOINCREMENT: `--tail` never sees an id twice
+    assert [r["id"] for r in logq.query(db)] == [3]  # AUTOINCREMENT: `--tail` never sees an id twice
 
 
 def test_prune_keeps_recent_rows_and_runs_at_most_daily(tmp_path: Path) -> None:
@@ -189,9 +190,9 @@ def test_prune_keeps_recent_rows_and_runs_at_most_daily(tmp_path: Path) -> None:
     assert log.prune(db, 0) == 0  # 0 days: keep forever
     assert log.prune_if_due(db, 90, now=now) == 1
     assert log.prune_if_due(db, 2, now=now + 3600) == 0  # ran an hour ago: not due yet
-    assert [r["tool"] for r in log.query(db)] == ["recent", "new"]
+    assert [r["tool"] for r in logq.query(db)] == ["recent", "new"]
     assert log.prune_if_due(db, 2, now=now + 86_401) == 1
-    assert [r["tool"] for r in log.query(db)] == ["new"]
+    assert [r["tool"] for r in logq.query(db)] == ["new"]
 
 
 def test_writer_applies_retention_on_open(tmp_path: Path) -> None:
@@ -200,7 +201,7 @@ def test_writer_applies_retention_on_open(tmp_path: Path) -> None:
     calllog = CallLog.open(path, retention_days=7)
     calllog.record(rec("fresh"))
     calllog.close()
-    assert [r["tool"] for r in log.query(log.open_log(path))] == ["fresh"]
+    assert [r["tool"] for r in logq.query(log.open_log(path))] == ["fresh"]
 
 
 def test_retention_setting_validation() -> None:
@@ -215,8 +216,8 @@ def test_percentile_matches_the_reference() -> None:
     for data in ([4.0], [1.0, 2.0], [float(x) for x in range(1, 11)], [0.3, 9.1, 2.2, 7.7, 7.7, 100.0, 5.0]):
         values = sorted(data)
         cuts = statistics.quantiles(values, n=100, method="inclusive") if len(values) > 1 else [values[0]] * 99
-        assert log.percentile(values, 50) == pytest.approx(cuts[49])
-        assert log.percentile(values, 95) == pytest.approx(cuts[94])
+        assert logq.percentile(values, 50) == pytest.approx(cuts[49])
+        assert logq.percentile(values, 95) == pytest.approx(cuts[94])
 
 
 def test_stats_per_tool(tmp_path: Path) -> None:
@@ -227,7 +228,7 @@ def test_stats_per_tool(tmp_path: Path) -> None:
         *(rec("search_issues", duration_ms=float(i + 1), outcome=o) for i, o in enumerate(outcomes)),
         rec("search_tools", server="coffer", duration_ms=2.0),
     )
-    got = log.stats(log.open_log(path))
+    got = logq.stats(log.open_log(path))
     assert all(time.time() - row.pop("last_used") < 60 for row in got)  # the latest call's time
     assert got == [
         {"server": "github", "tool": "search_issues", "count": 10, "errors": 3, "error_rate": 0.3}
@@ -235,7 +236,7 @@ def test_stats_per_tool(tmp_path: Path) -> None:
         {"server": "coffer", "tool": "search_tools", "count": 1, "errors": 0, "error_rate": 0.0}
         | {"p50_ms": 2.0, "p95_ms": 2.0},
     ]
-    only_errors = log.stats(log.open_log(path), log.Filters(outcomes=("error", "timeout")))
+    only_errors = logq.stats(log.open_log(path), logq.Filters(outcomes=("error", "timeout")))
     assert [(s["tool"], s["count"], s["errors"]) for s in only_errors] == [("search_issues", 2, 2)]
 
 
@@ -246,7 +247,7 @@ def test_tail_generator_follows_new_rows_and_filters(tmp_path: Path) -> None:
     stop = threading.Event()
     deadline = threading.Timer(10, stop.set)  # a missed row ends the generator instead of hanging
     deadline.start()
-    follower = log.tail(db, log.Filters(server="github"), after_id=log.last_id(db), interval=0.05, stop=stop)
+    follower = logq.tail(db, logq.Filters(server="github"), after_id=logq.last_id(db), interval=0.05, stop=stop)
     write(path, rec("skipped", server="other"), rec("after"))
     try:
         assert next(follower)["tool"] == "after"  # "before" predates the tail; "skipped" fails the filter

@@ -59,9 +59,9 @@ def set_settings(home: Path, **values: Any) -> None:
 
 
 async def kept_rows() -> list[dict[str, Any]]:
-    from coffer.log import calls
+    from coffer.log import calls, query
 
-    return [r for r in calls.query(calls.open_log()) if r["tool"] == "big"]
+    return [r for r in query.query(calls.open_log()) if r["tool"] == "big"]
 
 
 async def test_under_the_cap_a_result_passes_unchanged(coffer_home: Path) -> None:
