@@ -1,5 +1,6 @@
 """How an upstream's failures are read and paced: restart backoff, the real error inside task-group
-wrappers, an HTTP status, and which listed tools can be advertised at all."""
+wrappers, an HTTP status, what a failure is called (and whether a retry can fix it), and which listed
+tools can be advertised at all."""
 
 from __future__ import annotations
 
@@ -7,10 +8,22 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
+import mcp_types as types
+from mcp import MCPError
+from mcp.client.auth.exceptions import OAuthFlowError
+
+from coffer.errors import SecretError
+from coffer.gateway import oauth
+from coffer.gateway.transport import StreamStats
+from coffer.vault.registry import ServerConfig
 
 BACKOFF_BASE_S = 1.0
 BACKOFF_FACTOR = 3.0
 BACKOFF_CAP_S = 300.0
+
+
+class Exited(Exception):
+    """The upstream's process or connection went away (a lost session, not a stop)."""
 
 
 def backoff(failures: int) -> float:
@@ -56,3 +69,38 @@ def checked_tools(tools: list[dict[str, Any]], note: Callable[[str], None]) -> l
             continue
         out.append(tool)
     return out
+
+
+def describe(exc: BaseException, cfg: ServerConfig, stats: StreamStats) -> tuple[str, str, bool]:
+    """(message, error class, permanent?) for a failed start or a lost session of the server `cfg`."""
+    tail = stats.last_stderr_line()
+    with_tail = f"; stderr: {tail}" if tail else ""
+    if isinstance(exc, SecretError):
+        return str(exc), "missing_secret", True
+    if isinstance(exc, oauth.AuthorizationNeeded):
+        return str(exc), "auth_needed", True
+    if isinstance(exc, OAuthFlowError):  # discovery, registration or token exchange refused
+        return f"server '{cfg.name}': authorisation failed: {exc}", "auth_failed", True
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return f"command not found: {cfg.command}", "spawn_enoent", True
+    if isinstance(exc, PermissionError):
+        return f"permission denied running {cfg.command}", "spawn_eacces", True
+    status = http_status(exc) or stats.http_status  # the SDK folds HTTP errors into JSON-RPC ones
+    if status in (401, 403) and cfg.oauth:
+        why = f"its authorisation expired or was revoked (HTTP {status}): run `coffer auth {cfg.name}`"
+        return f"server '{cfg.name}' cannot be used: {why}", "auth_needed", True
+    if status in (401, 403):
+        return f"HTTP {status} from {cfg.url} (check its headers/token)", "http_auth", True
+    if status is not None:
+        return f"HTTP {status} from {cfg.url}", "http_error", False
+    if isinstance(exc, Exited) or (isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED):
+        reason = stats.broken or "exited"
+        code = stats.returncode
+        return f"{reason}{f' with code {code}' if code is not None else ''}{with_tail}", "exited", False
+    if isinstance(exc, MCPError) and exc.code == types.REQUEST_TIMEOUT:
+        garbage = stats.garbage_lines
+        noise = f"; {garbage} non-JSON stdout line(s), e.g. {stats.garbage_sample!r}" if garbage else ""
+        return f"no answer within {cfg.timeout:g}s{noise}{with_tail}", "start_timeout", False
+    if isinstance(exc, MCPError):
+        return f"{exc.message}{with_tail}", "handshake_error", False
+    return f"{type(exc).__name__}: {exc}{with_tail}", type(exc).__name__, False

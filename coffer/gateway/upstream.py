@@ -16,7 +16,7 @@ import math
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
 from enum import StrEnum
 from typing import Any, Protocol
@@ -24,18 +24,18 @@ from typing import Any, Protocol
 import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPError
-from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.client.extension import NotificationBinding
 from pydantic import TypeAdapter
 
 from coffer import __version__
-from coffer.errors import SecretError, UpstreamError
+from coffer.errors import UpstreamError
 from coffer.gateway import oauth, outbound
 from coffer.gateway.faults import BACKOFF_CAP_S as BACKOFF_CAP_S  # re-exported for callers and tests
+from coffer.gateway.faults import Exited, describe, http_status, leaf
 from coffer.gateway.faults import backoff as backoff
-from coffer.gateway.faults import checked_tools, http_status, leaf
 from coffer.gateway.gate import StartGate
 from coffer.gateway.transport import StreamStats, child_env, http_pipe, stdio_pipe
+from coffer.gateway.upstream_listing import list_kinds
 from coffer.trust.expand import resolved_env, resolved_headers
 from coffer.vault.catalogue import KINDS, Listing
 from coffer.vault.registry import ServerConfig
@@ -63,16 +63,8 @@ class Supervisor(Protocol):
 
 HEALTHY_RESET_S = 30.0  # a session that served this long forgets earlier failures (it works, between crashes)
 START_SLACK_S = 2.0  # spawn and listing time on top of an initialize that may take the whole timeout
-MAX_PAGES = 50
 CLIENT_INFO = types.Implementation(name="coffer", version=__version__)
 _RAW: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
-_LIST_REQUESTS: dict[str, Any] = {
-    "tools": types.ListToolsRequest,
-    "prompts": types.ListPromptsRequest,
-    "resources": types.ListResourcesRequest,
-    "resource_templates": types.ListResourceTemplatesRequest,
-}
-_WIRE_KEY = dict(zip(KINDS, ("tools", "prompts", "resources", "resourceTemplates"), strict=True))
 _TOLD = (
     ("sampling", "sampling_callback"),
     ("elicitation", "elicitation_callback"),
@@ -112,10 +104,6 @@ class State(StrEnum):
 
 class UpstreamUnavailable(UpstreamError):
     """The server is down, failed to start, or did not become ready in time."""
-
-
-class _Exited(Exception):
-    pass
 
 
 class Upstream:
@@ -241,7 +229,7 @@ class Upstream:
                         session = await stack.enter_async_context(ClientSession(read, write, self.cfg.timeout, **opts))
                         began = anyio.current_time()
                         init = await session.initialize()
-                        listing = await self._list(session, KINDS)
+                        listing = await list_kinds(session, KINDS, self.listing, self.cfg.timeout, self.note_problem)
                         slot.release()
                         ready_at = anyio.current_time()
                         self.init_seconds = ready_at - began
@@ -256,11 +244,11 @@ class Upstream:
                         self._settled.set()
                         self.pool.listed(self, frozenset(KINDS))
                         await exited.wait()
-                        raise _Exited()
+                        raise Exited()
                 except Exception as exc:  # classified below; one upstream's failure stays its own
                     error = exc
             if error is None and scope.cancelled_caught:
-                error = _Exited()  # dropped by _restartable(): a lost connection, not a stop
+                error = Exited()  # dropped by _restartable(): a lost connection, not a stop
         finally:
             slot.release()
             self.session = None
@@ -282,43 +270,9 @@ class Upstream:
             cause = self._transport_error  # e.g. the HTTP 401 behind an initialize that never got an answer
         if getattr(self._auth, "failure", None) is not None:
             cause = self._auth.failure  # the OAuth flow's own reason beats the 401 that started it
-        self.last_error, self.error_class, permanent = self._describe(cause)
+        self.last_error, self.error_class, permanent = describe(cause, self.cfg, self.stats)
         self.state = State.FAILED if permanent else State.DOWN
         self.retry_at = math.inf if permanent else now + backoff(self.failures)
-
-    def _describe(self, exc: BaseException) -> tuple[str, str, bool]:
-        """(message, error class, permanent?) for a failed start or a lost session."""
-        tail = self.stats.last_stderr_line()
-        with_tail = f"; stderr: {tail}" if tail else ""
-        if isinstance(exc, SecretError):
-            return str(exc), "missing_secret", True
-        if isinstance(exc, oauth.AuthorizationNeeded):
-            return str(exc), "auth_needed", True
-        if isinstance(exc, OAuthFlowError):  # discovery, registration or token exchange refused
-            return f"server '{self.name}': authorisation failed: {exc}", "auth_failed", True
-        if isinstance(exc, FileNotFoundError | NotADirectoryError):
-            return f"command not found: {self.cfg.command}", "spawn_enoent", True
-        if isinstance(exc, PermissionError):
-            return f"permission denied running {self.cfg.command}", "spawn_eacces", True
-        status = http_status(exc) or self.stats.http_status  # the SDK folds HTTP errors into JSON-RPC ones
-        if status in (401, 403) and self.cfg.oauth:
-            why = f"its authorisation expired or was revoked (HTTP {status}): run `coffer auth {self.name}`"
-            return f"server '{self.name}' cannot be used: {why}", "auth_needed", True
-        if status in (401, 403):
-            return f"HTTP {status} from {self.cfg.url} (check its headers/token)", "http_auth", True
-        if status is not None:
-            return f"HTTP {status} from {self.cfg.url}", "http_error", False
-        if isinstance(exc, _Exited) or (isinstance(exc, MCPError) and exc.code == types.CONNECTION_CLOSED):
-            reason = self.stats.broken or "exited"
-            code = self.stats.returncode
-            return f"{reason}{f' with code {code}' if code is not None else ''}{with_tail}", "exited", False
-        if isinstance(exc, MCPError) and exc.code == types.REQUEST_TIMEOUT:
-            garbage = self.stats.garbage_lines
-            noise = f"; {garbage} non-JSON stdout line(s), e.g. {self.stats.garbage_sample!r}" if garbage else ""
-            return f"no answer within {self.cfg.timeout:g}s{noise}{with_tail}", "start_timeout", False
-        if isinstance(exc, MCPError):
-            return f"{exc.message}{with_tail}", "handshake_error", False
-        return f"{type(exc).__name__}: {exc}{with_tail}", type(exc).__name__, False
 
     @asynccontextmanager
     async def _open(self, exited: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
@@ -353,40 +307,6 @@ class Upstream:
         return found
 
     # ------------------------------------------------------------------ listing
-
-    async def _list(self, session: ClientSession, kinds: Iterable[str]) -> Listing:
-        caps = session.server_capabilities
-        listing = Listing() if self.listing is None else Listing(**self.listing.as_dict())
-        for kind in kinds:
-            cap = None if caps is None else getattr(caps, "resources" if kind == "resource_templates" else kind)
-            if caps is not None and cap is None:
-                setattr(listing, kind, [])
-                continue
-            try:
-                setattr(listing, kind, await self._pages(session, kind))
-            except MCPError as exc:
-                if exc.code != types.METHOD_NOT_FOUND or kind == "tools":
-                    raise
-                setattr(listing, kind, [])
-        return listing
-
-    async def _pages(self, session: ClientSession, kind: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_PAGES):
-            params = types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            # raw, not the SDK's validated models: one tool with a broken schema must not sink the others
-            page = await outbound.send(session, _LIST_REQUESTS[kind](params=params), timeout=self.cfg.timeout)
-            found = [item for item in page.get(_WIRE_KEY[kind]) or [] if isinstance(item, dict)]
-            items += checked_tools(found, self.note_problem) if kind == "tools" else found
-            cursor = page.get("nextCursor")
-            if not cursor or cursor in seen:  # a server repeating its cursor must not loop forever
-                break
-            seen.add(cursor)
-        else:
-            self.note_problem(f"its {kind} listing was cut after {MAX_PAGES} pages (more were offered)")
-        return items
 
     def note_problem(self, problem: str) -> None:
         """A listing problem for `coffer doctor` (a tool dropped or repaired), kept per session."""
@@ -432,7 +352,9 @@ class Upstream:
                 kinds = frozenset(self._dirty)
                 self._dirty.clear()
                 try:
-                    self.listing = await self._list(self.session, kinds)
+                    self.listing = await list_kinds(
+                        self.session, kinds, self.listing, self.cfg.timeout, self.note_problem
+                    )
                 except (MCPError, anyio.BrokenResourceError, anyio.ClosedResourceError):
                     return
                 self.pool.listed(self, kinds)
