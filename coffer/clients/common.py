@@ -18,7 +18,8 @@ from typing import Any, Protocol
 from coffer.errors import CofferError, ConflictError, NotFoundError, UsageError
 from coffer.vault.fsutil import atomic_write
 from coffer.vault.masking import REF_RE
-from coffer.vault.registry import ENV_KEY_RE, NAME_RE, ServerConfig, _validate_maps
+from coffer.vault.registry import NAME_RE
+from coffer.vault.servers import ENV_KEY_RE, ServerConfig, validate_maps
 
 
 class ClientFileError(CofferError):
@@ -144,7 +145,7 @@ def convert(raw: Any) -> Converted:
         enabled=enabled,
     )
     try:
-        _validate_maps(cfg)  # the registry's own rules, so a dry run predicts the real import
+        validate_maps(cfg)  # the registry's own rules, so a dry run predicts the real import
     except UsageError as exc:
         return Converted(None, str(exc))
     notes: list[str] = [] if enabled else ["disabled in the client, imported disabled"]

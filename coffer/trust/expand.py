@@ -15,7 +15,7 @@ from coffer.errors import SecretError
 from coffer.trust import secrets
 from coffer.trust.redact import registered
 from coffer.vault.masking import REF_RE
-from coffer.vault.registry import ENV_KEY_RE, ServerConfig
+from coffer.vault.servers import ENV_KEY_RE, ServerConfig
 
 
 def expand(value: str, environ: Mapping[str, str] | None = None, what: str = "value") -> str:

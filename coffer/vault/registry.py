@@ -10,15 +10,14 @@ from __future__ import annotations
 import contextlib
 import re
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coffer.errors import ConflictError, NotFoundError, RegistryError, UsageError
+from coffer.errors import ConflictError, NotFoundError, RegistryError
 from coffer.vault import paths
 from coffer.vault.fsutil import atomic_write, locked
-from coffer.vault.masking import mask_args, mask_url, mask_value
 
 # re-exported (`registry.SEP`, `registry.Profile`, ...): the registry is where callers meet these rules
 from coffer.vault.names import NAME_RE as NAME_RE
@@ -29,86 +28,18 @@ from coffer.vault.names import validate_name as validate_name
 from coffer.vault.names import validate_prefix as validate_prefix
 from coffer.vault.profiles import Profile as Profile
 from coffer.vault.profiles import drop_profile, profile_from, validate_profile, write_profile
+from coffer.vault.servers import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S
+from coffer.vault.servers import SERVER_KEYS, server_from, server_table, validate_maps
+from coffer.vault.servers import SHARE_MODES as SHARE_MODES
+from coffer.vault.servers import ServerConfig as ServerConfig
 
 if TYPE_CHECKING:  # tomlkit is imported where the registry is written: reading needs only tomllib
     from tomlkit.toml_document import TOMLDocument
 
-ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-DEFAULT_TIMEOUT_S = 60.0
-SHARE_MODES = ("auto", "shared", "session")  # coffer.gateway.share
 HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
     "# Managed by `coffer add/remove/enable/disable`; hand edits and comments are kept.\n"
 )
-SERVER_KEYS = {
-    *("command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout", "prefix", "oauth"),
-    "share",
-    "max_result_tokens",
-}
-
-
-@dataclass
-class ServerConfig:
-    """One upstream server as the registry describes it (values unexpanded)."""
-
-    name: str
-    command: str | None = None
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    enabled: bool = True
-    disabled_tools: list[str] = field(default_factory=list)
-    timeout: float = DEFAULT_TIMEOUT_S
-    prefix: str | None = None  # None: the server name; "": tools and prompts exposed bare
-    oauth: bool = False  # an HTTP server that authorises with OAuth (tokens in the secret store, `coffer auth`)
-    share: str = "auto"  # under the engine: one process for all sessions or one each (coffer.gateway.share)
-    max_result_tokens: int | None = None  # its results' cap, below [settings] result_max_tokens (bigresults)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def exposed_prefix(self) -> str:
-        """What goes before `__` in this server's exposed tool and prompt names ("" for none)."""
-        return self.name if self.prefix is None else self.prefix
-
-    @property
-    def transport(self) -> str:
-        return "http" if self.url else "stdio"
-
-    def launch_line(self, masked: bool = True) -> str:
-        """The command a user would recognise; never env values, and secret-looking arguments masked."""
-        if self.url:
-            return mask_url(self.url) if masked else self.url
-        import shlex
-
-        return shlex.join([self.command or "", *(mask_args(self.args) if masked else self.args)])
-
-    def to_dict(self, mask: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "transport": self.transport,
-            "enabled": self.enabled,
-            "timeout": self.timeout,
-            "disabled_tools": list(self.disabled_tools),
-        }
-        if self.prefix is not None:
-            out["prefix"] = self.prefix
-        if self.oauth:
-            out["oauth"] = True
-        if self.share != "auto":
-            out["share"] = self.share
-        if self.max_result_tokens is not None:
-            out["max_result_tokens"] = self.max_result_tokens
-        if self.url:
-            out["url"] = mask_url(self.url) if mask else self.url
-            out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
-        else:
-            out["command"] = self.command
-            out["args"] = mask_args(self.args) if mask else list(self.args)
-            out["cwd"] = self.cwd
-        out["env"] = {k: mask_value(v) if mask else v for k, v in self.env.items()}
-        return out
 
 
 @dataclass
@@ -238,7 +169,7 @@ def _build(data: dict[str, Any], text: str, path: Path) -> Registry:
             raise RegistryError(f"{where}: invalid server name '{name}'")
         if not isinstance(raw, dict):
             raise RegistryError(f"{where}: servers.{name} must be a table")
-        reg.servers[name] = _server_from(name, raw, where)
+        reg.servers[name] = server_from(name, raw, where)
     owner: dict[str, str] = {}  # prefix -> the first server under it: one pass, not prefix_clash per server
     for cfg in reg.servers.values():
         mine = cfg.exposed_prefix
@@ -259,64 +190,6 @@ def add_profile(profile: Profile, path: Path | None = None, replace: bool = Fals
 def remove_profile(name: str, path: Path | None = None) -> None:
     with edit(path) as doc:
         drop_profile(doc, name)
-
-
-def _server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
-    def want(key: str, kind: type | tuple[type, ...], default: Any) -> Any:
-        value = raw.get(key, default)
-        if value is not default and not isinstance(value, kind):
-            raise RegistryError(f"{where}: servers.{name}.{key} has the wrong type")
-        return value
-
-    def str_list(key: str) -> list[str]:
-        value = want(key, list, [])
-        if not all(isinstance(v, str) for v in value):
-            raise RegistryError(f"{where}: servers.{name}.{key} must be a list of strings")
-        return list(value)
-
-    def str_map(key: str) -> dict[str, str]:
-        value = want(key, dict, {})
-        if not all(isinstance(v, str) for v in value.values()):
-            raise RegistryError(f"{where}: servers.{name}.{key} values must be strings")
-        return dict(value)
-
-    command = want("command", str, None)
-    url = want("url", str, None)
-    if bool(command) == bool(url):
-        raise RegistryError(f"{where}: servers.{name} needs exactly one of 'command' or 'url'")
-    timeout = want("timeout", (int, float), DEFAULT_TIMEOUT_S)
-    if isinstance(timeout, bool) or timeout <= 0:
-        raise RegistryError(f"{where}: servers.{name}.timeout must be a positive number of seconds")
-    enabled = want("enabled", bool, True)
-    prefix = want("prefix", str, None)
-    oauth = want("oauth", bool, False)
-    if oauth and not url:
-        raise RegistryError(f"{where}: servers.{name}.oauth applies only to a 'url' server")
-    cap = want("max_result_tokens", int, None)
-    if cap is not None and (isinstance(cap, bool) or cap < 1):
-        raise RegistryError(f"{where}: servers.{name}.max_result_tokens must be a positive number of tokens")
-    share = want("share", str, "auto")
-    if share not in SHARE_MODES:
-        raise RegistryError(f"{where}: servers.{name}.share must be one of {', '.join(SHARE_MODES)}, not '{share}'")
-    if prefix is not None and ((prefix and not NAME_RE.match(prefix)) or prefix in RESERVED_NAMES):
-        raise RegistryError(f"{where}: servers.{name}.prefix '{prefix}' is invalid (use '' or a name like a server's)")
-    return ServerConfig(
-        name=name,
-        command=command,
-        args=str_list("args"),
-        env=str_map("env"),
-        cwd=want("cwd", str, None),
-        url=url,
-        headers=str_map("headers"),
-        enabled=enabled,
-        disabled_tools=str_list("disabled_tools"),
-        timeout=float(timeout),
-        prefix=prefix,
-        oauth=oauth,
-        share=share,
-        max_result_tokens=cap,
-        extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
-    )
 
 
 # ---------------------------------------------------------------- writing
@@ -365,7 +238,7 @@ def add_servers(configs: list[ServerConfig], path: Path | None = None, replace: 
         validate_name(cfg.name)
         if cfg.prefix is not None:
             validate_prefix(cfg.prefix)
-        _validate_maps(cfg)
+        validate_maps(cfg)
     import tomlkit
 
     with edit(path) as doc:
@@ -378,59 +251,7 @@ def add_servers(configs: list[ServerConfig], path: Path | None = None, replace: 
             clash = prefix_clash(current, cfg)
             if clash is not None:
                 raise ConflictError(f"cannot add '{cfg.name}': {clash}")
-            servers[cfg.name] = _server_table(cfg)
-
-
-def _server_table(cfg: ServerConfig) -> Any:
-    import tomlkit
-
-    table = tomlkit.table()
-    if cfg.url:
-        table.add("url", cfg.url)
-        if cfg.headers:
-            table.add("headers", _inline(cfg.headers))
-    else:
-        table.add("command", cfg.command)
-        table.add("args", cfg.args)
-        if cfg.cwd:
-            table.add("cwd", cfg.cwd)
-    if cfg.env:
-        table.add("env", _inline(cfg.env))
-    table.add("enabled", cfg.enabled)
-    if cfg.disabled_tools:
-        table.add("disabled_tools", sorted(cfg.disabled_tools))
-    if cfg.timeout != DEFAULT_TIMEOUT_S:
-        table.add("timeout", cfg.timeout)
-    if cfg.prefix is not None:
-        table.add("prefix", cfg.prefix)
-    if cfg.oauth:
-        table.add("oauth", True)
-    if cfg.share != "auto":
-        table.add("share", cfg.share)
-    if cfg.max_result_tokens is not None:
-        table.add("max_result_tokens", cfg.max_result_tokens)
-    return table
-
-
-def _inline(values: Mapping[str, str]) -> Any:
-    import tomlkit
-
-    table = tomlkit.inline_table()
-    table.update(values)
-    return table
-
-
-def _validate_maps(cfg: ServerConfig) -> None:
-    for key in cfg.env:
-        if not ENV_KEY_RE.match(key):
-            raise UsageError(f"invalid environment variable name '{key}'")
-    for key in cfg.headers:
-        if not re.match(r"^[A-Za-z0-9-]+$", key):
-            raise UsageError(f"invalid header name '{key}'")
-    if not cfg.url and not cfg.command:
-        raise UsageError("a server needs a command (after --) or --url")
-    if cfg.url and not re.match(r"^https?://", cfg.url):
-        raise UsageError(f"invalid url '{cfg.url}': expected http:// or https://")
+            servers[cfg.name] = server_table(cfg)
 
 
 def set_oauth(server: str, on: bool, path: Path | None = None) -> None:
