@@ -21,21 +21,28 @@ from coffer.vault.registry import ServerConfig
 
 SEEN_ROOTS = "roots_outside_call"  # the catalogue's note: it asked for roots with no call in flight
 
-# Servers that keep per-client state in their process, by the package or program their launch line runs
-# (matched as a whole word anywhere in the command or arguments). README: "Sharing upstreams".
-KNOWN: dict[str, str] = {
-    "@playwright/mcp": "a browser (tabs, cookies, the page an agent is on)",
-    "@executeautomation/playwright-mcp-server": "a browser (tabs, cookies, the page an agent is on)",
-    "@modelcontextprotocol/server-puppeteer": "a browser (tabs, cookies, the page an agent is on)",
-    "puppeteer-mcp-server": "a browser (tabs, cookies, the page an agent is on)",
-    "chrome-devtools-mcp": "a browser (tabs, cookies, the page an agent is on)",
-    "@browsermcp/mcp": "a browser (tabs, cookies, the page an agent is on)",
-    "@browserbasehq/mcp-server-browserbase": "a browser session",
-    "@wonderwhy-er/desktop-commander": "a shell (running processes, terminal sessions)",
-    "mcp-shell-server": "a shell (working directory, environment)",
-    "iterm-mcp": "a terminal",
-    "@modelcontextprotocol/server-sequential-thinking": "one conversation's thought history",
+# Servers that keep per-client state in their process, by the package their launch line runs (a whole
+# word anywhere in the command or arguments: `npx -y @playwright/mcp`, `node .../node_modules/@playwright/
+# mcp/cli.js`) or a program that package installs (`playwright-mcp`, `/x/node_modules/.bin/playwright-mcp`,
+# a global install). README: "Sharing upstreams".
+BROWSER = "a browser (tabs, cookies, the page an agent is on)"
+KNOWN: dict[str, tuple[tuple[str, ...], str]] = {
+    "@playwright/mcp": (("playwright-mcp",), BROWSER),
+    "@executeautomation/playwright-mcp-server": ((), BROWSER),
+    "@modelcontextprotocol/server-puppeteer": (("mcp-server-puppeteer",), BROWSER),
+    "puppeteer-mcp-server": (("puppeteer-mcp-server",), BROWSER),
+    "chrome-devtools-mcp": (("chrome-devtools-mcp",), BROWSER),
+    "@browsermcp/mcp": ((), BROWSER),
+    "@browserbasehq/mcp-server-browserbase": ((), "a browser session"),
+    "@wonderwhy-er/desktop-commander": (("desktop-commander",), "a shell (running processes, terminal sessions)"),
+    "mcp-shell-server": (("mcp-shell-server",), "a shell (working directory, environment)"),
+    "iterm-mcp": (("iterm-mcp",), "a terminal"),
+    "@modelcontextprotocol/server-sequential-thinking": (
+        ("mcp-server-sequential-thinking",),
+        "one conversation's thought history",
+    ),
 }
+_SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".cmd", ".exe", ".ps1")
 
 
 @dataclass(frozen=True)
@@ -69,8 +76,17 @@ def known_state(cfg: ServerConfig) -> tuple[str, str] | None:
     if cfg.url:
         return None
     words = [cfg.command or "", *cfg.args]
-    for package, keeps in KNOWN.items():
-        pattern = re.compile(rf"(^|[/\s]){re.escape(package)}(@[\w.\-]+)?($|\s)")
-        if any(pattern.search(w) for w in words):
+    programs = {_program(w) for w in words}
+    for package, (bins, keeps) in KNOWN.items():
+        pattern = re.compile(rf"(^|[/\s]){re.escape(package)}(@[\w.\-]+)?($|[\s/])")
+        if any(pattern.search(w) for w in words) or programs.intersection(bins):
             return package, keeps
     return None
+
+
+def _program(word: str) -> str:
+    """The program a word names: its last path part without a script suffix (`/x/.bin/playwright-mcp`)."""
+    name = re.split(r"[/\\]", word)[-1]
+    for suffix in _SCRIPT_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name

@@ -107,18 +107,23 @@ def test_no_snapshot_is_the_same_clear_error(coffer_home: Path) -> None:
 
 def test_the_fast_path_imports_neither_typer_nor_pydantic_nor_the_tokenizer(real_vault: Path) -> None:  # noqa: F811
     _coffer(real_vault, "search", "open a PR")  # builds the index snapshot
+    proc = _quick_run(real_vault, "['search', 'open a PR']", ("typer", "pydantic", "tokenizers", "click", "mcp"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0 []"
+
+
+def _quick_run(home: Path, argv: str, modules: tuple[str, ...]) -> subprocess.CompletedProcess[str]:
+    """`quick.run(argv)` in a fresh interpreter: prints its exit code and which of `modules` it imported."""
     code = (
         "import sys, io, contextlib\n"
         "from coffer.cli import quick\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    assert quick.run(['search', 'open a PR']) == 0\n"
-        "print(sorted(m for m in ('typer', 'pydantic', 'tokenizers', 'click', 'mcp') if m in sys.modules))\n"
+        f"    code = quick.run({argv})\n"
+        f"print(code, sorted(m for m in {modules!r} if m in sys.modules))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(real_vault), timeout=120
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=subprocess_env(home), timeout=120
     )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"
 
 
 def test_a_closed_pipe_ends_quietly(real_vault: Path) -> None:  # noqa: F811
@@ -167,3 +172,55 @@ def test_a_new_word_costs_the_tokenizer_once_per_vault(real_vault: Path) -> None
     assert "\u2581zorblax" in words
     assert words and all(re.fullmatch("\u2581?[A-Za-z]{1,24}", w) for w in words)  # no "3" or "-"
     assert run() == "False False"  # the same words again: neither
+
+
+@pytest.mark.parametrize(
+    ("argv", "parsed"),
+    [
+        (["serve"], (None,)),
+        (["serve", "--profile", "work"], ("work",)),
+        (["serve", "--profile=work"], ("work",)),
+    ],
+)
+def test_serve_through_the_engine_is_a_front_without_typer(argv: list[str], parsed: tuple) -> None:
+    from coffer.cli.quick import parse_serve
+
+    assert parse_serve(argv) == parsed
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serve", "--standalone"],
+        ["serve", "--http", "8765"],
+        ["serve", "--help"],
+        ["serve", "--profile"],
+        ["serve", "--profile", "--standalone"],
+        ["serve", "--profile", "a", "--profile", "b"],
+        ["serve", "--print-token"],
+        ["servex"],
+    ],
+)
+def test_every_other_serve_goes_to_typer(argv: list[str]) -> None:
+    from coffer.cli.quick import parse_serve
+
+    assert parse_serve(argv) is None
+
+
+def test_standalone_by_environment_goes_to_typer(monkeypatch: pytest.MonkeyPatch) -> None:
+    from coffer.cli.quick import parse_serve
+
+    monkeypatch.setenv("COFFER_STANDALONE", "1")
+    assert parse_serve(["serve"]) is None
+
+
+def test_the_serve_front_imports_neither_typer_nor_pydantic(coffer_home: Path) -> None:
+    """A session's front (what each agent spawns) copies bytes to the engine; an unknown profile is the
+    Typer command's own error line and exit code."""
+    proc = _quick_run(
+        coffer_home, "['serve', '--profile', 'nope']", ("typer", "pydantic", "rich", "click", "mcp", "anyio")
+    )
+    assert proc.stdout.strip() == "3 []", proc.stderr
+    assert proc.stderr == "coffer: error: unknown profile 'nope' (profiles: none yet: `coffer profile add NAME`)\n"
+    typer_path = _coffer(coffer_home, "serve", "--profile", "nope", "--standalone", code=3)
+    assert typer_path.stderr == proc.stderr

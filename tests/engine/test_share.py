@@ -149,3 +149,26 @@ def test_a_bad_share_value_is_one_clear_error(coffer_home: Path) -> None:
     result: Any = run_cli(runner, "list", code=5)  # the registry-error exit status
     assert "servers.notes.share must be one of auto, shared, session, not 'sometimes'" in result.stderr
     assert (coffer_home / "coffer.toml").read_text().count("sometimes") == 1  # nothing rewritten
+
+
+@pytest.mark.parametrize(
+    ("command", "args", "package"),
+    [
+        ("npx", ["-y", "@playwright/mcp@latest", "--headless"], "@playwright/mcp"),
+        ("npx", ["-y", "@playwright/mcp"], "@playwright/mcp"),
+        ("/home/me/app/node_modules/.bin/playwright-mcp", ["--headless"], "@playwright/mcp"),  # a local install
+        ("playwright-mcp", [], "@playwright/mcp"),  # a global one
+        ("node", ["/x/node_modules/@playwright/mcp/cli.js"], "@playwright/mcp"),
+        ("C:\\npm\\desktop-commander.cmd", [], "@wonderwhy-er/desktop-commander"),
+        ("mcp-server-sequential-thinking", [], "@modelcontextprotocol/server-sequential-thinking"),
+        ("uvx", ["mcp-shell-server"], "mcp-shell-server"),
+        ("npx", ["-y", "@modelcontextprotocol/server-github"], None),
+        ("npx", ["-y", "@playwright/mcp-helper"], None),  # another package whose name starts alike
+        ("/x/.bin/playwright-mcp-proxy", [], None),
+        ("node", ["server.js", "--name", "desktop-commander-docs"], None),
+    ],
+)
+def test_known_servers_are_found_however_they_are_launched(command: str, args: list[str], package: str | None) -> None:
+    found = share.known_state(registry.ServerConfig(name="x", command=command, args=args))
+    assert (found[0] if found else None) == package
+    assert share.decide(registry.ServerConfig(name="x", command=command, args=args)).per_session is bool(package)
