@@ -3,9 +3,11 @@ browser opened on it."""
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import sys
+import threading
 import webbrowser
 from importlib import resources
 from pathlib import Path
@@ -53,6 +55,17 @@ def listen(port: int | None) -> socket.socket:
     return tcp_listener(0)
 
 
+def open_in_browser(url: str) -> bool:
+    """Open `url` in the desktop's browser, off the main thread (a slow browser start must not delay the
+    server). Not on a Linux box with no display: Python's webbrowser would fall back to a text browser
+    in this very terminal; the printed URL is there to open instead."""
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        sys.stderr.write("coffer: no display here: open the URL above in a browser\n")
+        return False
+    threading.Thread(target=webbrowser.open, args=(url,), name="coffer-open-browser", daemon=True).start()
+    return True
+
+
 def run(port: int | None = None, open_browser: bool = True) -> None:
     """Serve the console until interrupted; prints the URL (with its token) on stdout, one line."""
     import uvicorn
@@ -66,7 +79,7 @@ def run(port: int | None = None, open_browser: bool = True) -> None:
     sys.stdout.write(f"coffer console: {url}\n")
     sys.stdout.flush()
     if open_browser:
-        webbrowser.open(url)
+        open_in_browser(url)
     try:
         server.run(sockets=[sock])
     finally:

@@ -31,10 +31,12 @@ def console_env(home: Path) -> dict[str, str]:
     return env
 
 
-def start_console(home: Path, *args: str) -> Console:
+def start_console(home: Path, *args: str, browser: bool = False, env: dict[str, str] | None = None) -> Console:
+    """`coffer ui --port 0` (and `--no-browser` unless `browser`), its URL read from its first line."""
+    argv = [sys.executable, "-m", "coffer", "ui", "--port", "0", *([] if browser else ["--no-browser"]), *args]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer", "ui", "--no-browser", "--port", "0", *args],
-        env=console_env(home),
+        argv,
+        env=console_env(home) | (env or {}),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

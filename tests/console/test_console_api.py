@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -231,3 +232,33 @@ async def test_a_running_engine_is_shown(coffer_home: Path) -> None:
                 assert len(overview["engine"]["sessions"]) == 1
     finally:
         stop_console(running)
+
+
+def test_it_opens_the_desktop_browser_and_never_a_terminal_one(console_home: Path, tmp_path: Path) -> None:
+    """With a display, the URL goes to the user's browser ($BROWSER, as Python's webbrowser reads it);
+    with none (a server, an SSH session) nothing is opened and the printed URL is the way in."""
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf %s "$1" > {opened}\n')
+    browser.chmod(0o755)
+    desktop = start_console(console_home, browser=True, env={"DISPLAY": ":0", "BROWSER": str(browser)})
+    try:
+        for _ in range(200):
+            if opened.exists() and opened.read_text():
+                break
+            time.sleep(0.05)
+        assert opened.read_text() == desktop.url
+        assert httpx.get(desktop.url, follow_redirects=True).status_code == 200
+    finally:
+        stop_console(desktop)
+    opened.unlink()
+    headless = start_console(
+        console_home, browser=True, env={"DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": str(browser)}
+    )
+    try:
+        assert httpx.get(f"{headless.base}/api/overview", headers=bearer(headless)).status_code == 200
+    finally:
+        stop_console(headless)
+    assert headless.proc.stderr is not None
+    assert "no display here: open the URL above in a browser" in headless.proc.stderr.read()
+    assert not opened.exists()
