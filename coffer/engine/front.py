@@ -177,14 +177,9 @@ class Front:
                 continue
             if skip is not None:  # the new engine's answer to the replayed handshake: the host has its own
                 buffered += chunk
-                if b"\n" not in buffered:
-                    continue
-                first, chunk = buffered.split(b"\n", 1)
-                buffered = b""
-                with contextlib.suppress(ValueError):
-                    if json.loads(first).get("id") != skip:
-                        chunk = first + b"\n" + chunk
-                skip = None
+                chunk, buffered, found = _drop_answer(buffered, skip)
+                if found:
+                    skip, chunk, buffered = None, chunk + buffered, b""
             view = memoryview(chunk)
             while view:
                 written = os.write(1, view)
@@ -199,6 +194,22 @@ class Front:
             self._lock.notify_all()
         old.close()
         return self.init_id if self.handshake else None
+
+
+def _drop_answer(buffered: bytes, answer_id: object) -> tuple[bytes, bytes, bool]:
+    """(the complete lines to pass on, the incomplete rest, whether the answer to `answer_id` was found
+    and dropped). The new engine may say something (a list change, a log line) before it answers the
+    replayed initialize: those lines go to the host; only the answer, which the host already has, does not."""
+    passed: list[bytes] = []
+    while b"\n" in buffered:
+        line, buffered = buffered.split(b"\n", 1)
+        message: object = None
+        with contextlib.suppress(ValueError):
+            message = json.loads(line)
+        if isinstance(message, dict) and message.get("id") == answer_id and "method" not in message:
+            return b"".join(passed), buffered, True
+        passed.append(line + b"\n")
+    return b"".join(passed), buffered, False
 
 
 def run(profile: str | None = None) -> NoReturn:

@@ -204,3 +204,17 @@ async def test_coffer_status_shows_the_engine_and_can_stop_it(coffer_home: Path)
         engine = int(state["engine"]["pid"])
         await anyio.to_thread.run_sync(lambda: run_cli(runner, "status", "--stop"))
         await wait_for(lambda: not alive(engine), timeout=15, what="the engine to stop")
+
+
+def test_a_reattached_front_drops_only_the_answer_to_its_replayed_handshake() -> None:
+    """A new engine may send a list change or a log line before it answers the replayed initialize: those
+    reach the host; the answer, which the host already had from the first engine, does not."""
+    from coffer.engine.front import _drop_answer
+
+    note = b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n'
+    ask = b'{"jsonrpc":"2.0","id":0,"method":"roots/list"}\n'  # a request of the engine's own, same id
+    answer = b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25"}}\n'
+    after = b'{"jsonrpc":"2.0","id":3,"result":{}}\n'
+    assert _drop_answer(note + ask + answer + after + b'{"partial', 0) == (note + ask, after + b'{"partial', True)
+    assert _drop_answer(note + b'{"jsonrpc":"2.0","id":0,"res', 0) == (note, b'{"jsonrpc":"2.0","id":0,"res', False)
+    assert _drop_answer(answer, 0) == (b"", b"", True)
