@@ -165,6 +165,25 @@ def profiles(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     return {"profiles": rows}
 
 
+def prune(params: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    """`coffer profile prune NAME --unused-for Nd`: the profile without the tools no call used lately."""
+    from coffer.manage import usage as tool_usage
+
+    days = body.get("unused_for_days")
+    if isinstance(days, bool) or not isinstance(days, int | float) or days <= 0:
+        raise UsageError('give {"unused_for_days": N} with N > 0')
+    done = tool_usage.prune(params["name"], float(days) * 86_400)
+    return {"profile": done.profile.to_dict(), "kept": done.kept, "left_out": done.left_out, "created": done.created}
+
+
+def undo_prune(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """`coffer profile prune NAME --undo`."""
+    from coffer.manage import usage as tool_usage
+
+    restored = tool_usage.undo(params["name"])
+    return {"restored": restored.to_dict() if restored else None}
+
+
 def missing(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     raise NotFoundError("no such console route")
 
@@ -180,5 +199,7 @@ ROUTES = [
     Route("/api/search", _endpoint(search)),
     Route("/api/usage", _endpoint(usage)),
     Route("/api/profiles", _endpoint(profiles)),
+    Route("/api/profiles/{name}/prune", _endpoint(prune, writes=True), methods=["POST"]),
+    Route("/api/profiles/{name}/undo", _endpoint(undo_prune, writes=True), methods=["POST"]),
     Route("/api/{rest:path}", _endpoint(missing), methods=["GET", "POST"]),
 ]

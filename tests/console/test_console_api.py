@@ -262,3 +262,29 @@ def test_it_opens_the_desktop_browser_and_never_a_terminal_one(console_home: Pat
     assert headless.proc.stderr is not None
     assert "no display here: open the URL above in a browser" in headless.proc.stderr.read()
     assert not opened.exists()
+
+
+def test_prune_and_undo_are_the_clis(console: Console, console_home: Path) -> None:
+    def post(path: str, body: object) -> httpx.Response:
+        return httpx.post(console.base + path, content=json.dumps(body), headers=writer(console), timeout=60)
+
+    before = tomlkit.parse(registry_text(console_home))["profiles"]["coding"].unwrap()
+    pruned = post("/api/profiles/coding/prune", {"unused_for_days": 30})
+    assert pruned.status_code == 200, pruned.text
+    data = pruned.json()
+    called = {
+        (r["server"], r["tool"]) for r in json.loads(coffer(console_home, "log", "stats", "--json").stdout)["stats"]
+    }
+    assert data["kept"] and all(tuple(name.split("__", 1)) in called for name in data["kept"])
+    assert data["left_out"] and not any(tuple(name.split("__", 1)) in called for name in data["left_out"])
+    assert tomlkit.parse(registry_text(console_home))["profiles"]["coding"]["tools"].unwrap() == data["kept"]
+    assert post("/api/profiles/coding/undo", {}).json()["restored"]["name"] == "coding"
+    assert tomlkit.parse(registry_text(console_home))["profiles"]["coding"].unwrap() == before
+    again = post("/api/profiles/coding/undo", {})
+    assert again.status_code == 404 and again.json()["error"] == "profile 'coding' has no prune to undo"
+    assert post("/api/profiles/coding/prune", {"unused_for_days": 0}).status_code == 400
+    # a profile that does not exist yet is made from every visible tool, as `coffer profile prune` does
+    fresh = post("/api/profiles/fresh/prune", {"unused_for_days": 30}).json()
+    assert fresh["created"] is True and "fresh" in tomlkit.parse(registry_text(console_home))["profiles"]
+    assert post("/api/profiles/fresh/undo", {}).json()["restored"] is None
+    assert "fresh" not in tomlkit.parse(registry_text(console_home))["profiles"]

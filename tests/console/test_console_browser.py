@@ -188,6 +188,16 @@ def test_profiles_page_names_the_clients(page: Any, shots: Path) -> None:
     assert all(n.split("__")[0] in ("coffer", "github", "git", "filesystem") for n in names)
     shoot(page, shots, "profiles")
 
+    # prune the profile to the tools called lately, then put it back: `coffer profile prune` both ways
+    coding.locator("button:has-text('Prune unused')").click()
+    wait_notice(page, "profile coding now lists")
+    pruned = registry.load().profiles["coding"]
+    assert pruned.tools and all(t.split("__")[0] in ("github", "git", "filesystem") for t in pruned.tools)
+    page.wait_for_selector("main[data-page=profiles][aria-busy=false] #profiles")
+    page.locator("tr[data-profile=coding] button:has-text('Undo')").click()
+    wait_notice(page, "profile coding put back")
+    assert registry.load().profiles["coding"].tools == []
+
 
 def test_untrusted_text_stays_text(browser: Any, console_home: Path) -> None:
     """A tool description is written by whoever wrote the server: markup in it is shown, never run."""

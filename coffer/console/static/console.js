@@ -370,20 +370,30 @@ function statsTable(rows, keys, id, lastUsed) {
 async function profilesPage(root) {
   const data = await api("/api/profiles");
   root.append(el("h1", {}, "Profiles"),
-    el("p", { class: "muted" }, "What each client's coffer serve advertises: the tools and what their schemas cost per request."));
+    el("p", { class: "muted" }, "What each client's coffer serve advertises: the tools and what their schemas cost per request. ",
+      "Prune writes a profile without the tools no call used in 30 days (coffer profile prune NAME --unused-for 30d); Undo puts it back."));
   const body = el("tbody");
   for (const p of data.profiles) {
     const name = p.name || "(no profile)";
+    const actions = p.name ? el("td", { class: "actions" },
+      el("button", { onclick: () => pruneProfile(p.name) }, "Prune unused (30 d)"),
+      el("button", { onclick: () => change(() => api(`/api/profiles/${encodeURIComponent(p.name)}/undo`, {}), `profile ${p.name} put back`) }, "Undo")) : el("td", {});
     body.append(el("tr", { "data-profile": name },
       el("td", {}, el("b", {}, name), p.hides ? el("div", { class: "muted" }, "the rest through coffer__search_tools") : null),
       el("td", {}, p.mode), el("td", { class: "num" }, fmt.int(p.advertised)), el("td", { class: "num" }, fmt.int(p.tokens)),
       el("td", {}, p.clients.length ? p.clients.join(", ") : el("span", { class: "muted" }, "no client installed with it")),
       el("td", {}, el("details", {}, el("summary", {}, `${p.advertised_tools.length} tools`),
-        el("ul", { class: "tools-list" }, p.advertised_tools.map((t) => el("li", {}, t)))))));
+        el("ul", { class: "tools-list" }, p.advertised_tools.map((t) => el("li", {}, t))))),
+      actions));
   }
   root.append(el("table", { id: "profiles" },
-    el("thead", {}, el("tr", {}, ["profile", "mode", "tools", "tokens", "clients", "advertised"].map((h) =>
+    el("thead", {}, el("tr", {}, ["profile", "mode", "tools", "tokens", "clients", "advertised", ""].map((h) =>
       el("th", { class: h === "tools" || h === "tokens" ? "num" : null }, h)))), body));
+}
+
+async function pruneProfile(name) {
+  await change(() => api(`/api/profiles/${encodeURIComponent(name)}/prune`, { unused_for_days: 30 }),
+    (done) => `profile ${name} now lists ${done.kept.length} tools called in 30 days; ${done.left_out.length} left out (Undo puts them back)`);
 }
 
 // ---------------------------------------------------------------- the frame
@@ -392,9 +402,10 @@ const PAGES = { servers: serversPage, tools: toolsPage, log: logPage, profiles: 
 let current = { page: "servers", arg: undefined };
 
 async function change(work, done) {
+  // `done`: the notice, or a function of what the change answered that makes it
   try {
-    await work();
-    notice(done);
+    const answer = await work();
+    notice(typeof done === "function" ? done(answer) : done);
   } catch (err) {
     notice(err.message, true);
   }
