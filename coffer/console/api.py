@@ -71,7 +71,7 @@ def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
         live.setdefault(up["name"], []).append(up)
     for row in rows:
         row["processes"] = live.get(row["name"], [])
-    return {"servers": rows, "engine_running": engine is not None}
+    return {"servers": rows, "engine": engine}
 
 
 def review(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
@@ -155,11 +155,11 @@ def usage(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
 
 def profiles(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     """What each profile (and no profile) advertises and costs, and which clients run it."""
-    from coffer.manage.profiles import clients_by_profile, preview
+    from coffer.manage.profiles import clients_by_profile, previews
 
     reg = registry.load()
     clients = clients_by_profile()
-    rows = [preview(None, reg)] + [preview(n, reg) for n in reg.profiles]
+    rows = previews([None, *reg.profiles], reg)
     for row in rows:
         row["clients"] = clients.get(row["name"] or "", [])
     return {"profiles": rows}

@@ -10,6 +10,7 @@ and the page sends no Referer.
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from http.cookies import SimpleCookie
 from typing import Any
@@ -104,7 +105,7 @@ def _with_headers(send: Send) -> Send:
 
 
 async def _answer(send: Send, status: int, text: str) -> None:
-    body = f'{{"error": "{text}"}}'.encode()
+    body = json.dumps({"error": text}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *HEADERS]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -3,6 +3,8 @@ selection `coffer serve --profile` makes at start), for `coffer profile list/sho
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from coffer.gateway import builtins, profiles
@@ -14,29 +16,41 @@ from coffer.vault import catalogue, registry
 
 def preview(name: str | None, reg: registry.Registry | None = None) -> dict[str, Any]:
     """The profile (None: no profile) with the tool names it advertises now and their token cost."""
+    return previews([name], reg)[0]
+
+
+def previews(names: list[str | None], reg: registry.Registry | None = None) -> list[dict[str, Any]]:
+    """`preview` of each profile in `names`, reading the catalogue, the trust store and the log once."""
     reg = reg or registry.load()
-    profile = reg.profile(name) if name is not None else None
+    chosen = [reg.profile(name) if name is not None else None for name in names]
     with Pins.read() as pins:
         tools = curation.visible_tools(reg, catalogue.load_snapshot(), pins)
     defs = builtins.tool_definitions()
-    shown = None
-    if profile is not None:
-        shown = profiles.select(profile, tools, len(defs), call_counts(), list(reg.servers))
-    listed = profiles.tools_result(
-        defs, builtins.call_tool_definition(), tools, shown, profile.max_tools if profile else None
-    )
-    row: dict[str, Any] = profile.to_dict() if profile else {"name": None, "mode": "all", "max_tools": None}
-    return row | {
-        "advertised": len(listed),
-        "tokens": profiles.tokens(listed),
-        "hides": bool(shown and shown.hides),
-        "advertised_tools": [t["name"] for t in listed],
-    }
+    counts = call_counts() if any(p is not None for p in chosen) else {}
+    rows = []
+    for profile in chosen:
+        shown = None
+        if profile is not None:
+            shown = profiles.select(profile, tools, len(defs), counts, list(reg.servers))
+        listed = profiles.tools_result(
+            defs, builtins.call_tool_definition(), tools, shown, profile.max_tools if profile else None
+        )
+        row: dict[str, Any] = profile.to_dict() if profile else {"name": None, "mode": "all", "max_tools": None}
+        rows.append(
+            row
+            | {
+                "advertised": len(listed),
+                "tokens": profiles.tokens(listed),
+                "hides": bool(shown and shown.hides),
+                "advertised_tools": [t["name"] for t in listed],
+            }
+        )
+    return rows
 
 
 def preview_all() -> list[dict[str, Any]]:
     reg = registry.load()
-    return [{k: v for k, v in preview(n, reg).items() if k != "advertised_tools"} for n in reg.profiles]
+    return [{k: v for k, v in row.items() if k != "advertised_tools"} for row in previews(list(reg.profiles), reg)]
 
 
 def clients_by_profile() -> dict[str, list[str]]:
@@ -86,9 +100,6 @@ def _serve_launch(raw: Any) -> tuple[str, list[str], dict[str, str]] | None:
 
 
 def _this_vault(env: dict[str, str]) -> bool:
-    import os
-    from pathlib import Path
-
     mine, theirs = os.environ.get("COFFER_HOME"), env.get("COFFER_HOME")
     if not mine or not theirs:
         return not mine and not theirs

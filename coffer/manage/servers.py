@@ -95,7 +95,8 @@ def server_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
         data["tools"] = data["tokens"] = None
         if entry is not None:
             tools = catalogue.server_tools(snap, cfg.name, cfg.exposed_prefix)
-            on = [t for t in tools if t.tool not in set(cfg.disabled_tools)]
+            off = set(cfg.disabled_tools)
+            on = [t for t in tools if t.tool not in off]
             data["tools"] = {"enabled": len(on), "total": len(tools)}
             data["tokens"] = sum(catalogue.schema_tokens(t) for t in on)
         data["list_error"] = entry.error if entry is not None else None

@@ -93,9 +93,9 @@ function diffBlock(text) {
 // ---------------------------------------------------------------- servers
 
 async function serversPage(root) {
-  const [data, overview] = await Promise.all([api("/api/servers"), api("/api/overview")]);
+  const data = await api("/api/servers");  // the engine's state comes with the rows, asked once
   const rows = data.servers;
-  const engine = overview.engine;
+  const engine = data.engine;
   const tokens = rows.reduce((sum, r) => sum + (r.enabled ? r.tokens || 0 : 0), 0);
   const waiting = rows.filter((r) => r.state === "needs approval" || r.state === "tools held").length;
   root.append(
