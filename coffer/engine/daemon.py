@@ -254,16 +254,13 @@ async def _main() -> None:
     engine = Engine(gateway, place.idle_seconds())
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a socket left by an engine that was killed (the lock says nobody else is starting)
-    old = os.umask(0o177)
-    try:
-        server = await asyncio.start_unix_server(engine.handle, path=str(path))
-    finally:
-        os.umask(old)
-    os.chmod(path, 0o600)
-    ours = path.stat().st_ino
+    server: asyncio.Server | None = None
+    ours = -1
 
     def unlisten() -> None:
         """Stop taking fronts first (a new one starts a new engine), then end the sessions."""
+        if server is None:
+            return
         server.close()
         with contextlib.suppress(FileNotFoundError):
             if path.stat().st_ino == ours:  # not a newer engine's socket
@@ -272,6 +269,16 @@ async def _main() -> None:
 
     try:
         async with gateway.running(), anyio.create_task_group() as tg:
+            # Fronts are taken only once the gateway runs: a restarted engine's front replays its host's
+            # handshake the moment it connects, and a session must not begin before the pool and the
+            # catalogue it is served from exist.
+            old = os.umask(0o177)
+            try:
+                server = await asyncio.start_unix_server(engine.handle, path=str(path))
+            finally:
+                os.umask(old)
+            os.chmod(path, 0o600)
+            ours = path.stat().st_ino
             tg.start_soon(engine.watch_idle)
             tg.start_soon(_watch_signals, engine.stop)
             await engine.stop.wait()
