@@ -19,6 +19,7 @@ here, e.g. for want of a newer Node, is reported and left out). Prints figures, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import os
 import statistics
@@ -29,6 +30,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import anyio
+import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 HERE = Path(__file__).resolve().parent
@@ -36,6 +38,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from coffer.engine.daemon import pss_kib  # noqa: E402
+from coffer.gateway import share  # noqa: E402
 from coffer.gateway.reaper import tree  # noqa: E402
 from coffer.manage import servers as manage  # noqa: E402
 from coffer.manage.demo import demo_server_path  # noqa: E402
@@ -119,7 +122,27 @@ def pss_mib(pids: list[int]) -> float:
     return sum(pss_kib(pid) for pid in pids) / 1024
 
 
-async def scenario(home: Path, sessions: int, names: list[str], engine: bool, echo: str) -> dict[str, float]:
+def per_session(names: list[str]) -> list[str]:
+    """The servers the engine runs once per session (`coffer.gateway.share`): started at a session's first call."""
+    reg = registry.load()
+    return [n for n in names if share.decide(reg.get(n)).per_session]
+
+
+async def use_once(session: ClientSession, servers: list[str], tools: list[types.Tool]) -> None:
+    """One call to each of `servers` (the tool asking least of its arguments; its answer does not matter:
+    the call is what starts a per-session server)."""
+    for server in servers:
+        mine = [t for t in tools if t.name.split("__", 1)[0] == server]
+        if mine:
+            tool = min(mine, key=lambda t: len(t.inputSchema.get("required") or []))
+            with contextlib.suppress(Exception):
+                await session.call_tool(tool.name, {})
+
+
+async def scenario(
+    home: Path, sessions: int, names: list[str], engine: bool, echo: str, use: list[str] | None = None
+) -> dict[str, float]:
+    """`use`: each session calls each of these servers once after listing (its own processes start)."""
     env = dict(os.environ) | {"COFFER_HOME": str(home), "PYTHONPATH": str(ROOT), "COFFER_ENGINE_IDLE": "0"}
     args = ["-m", "coffer", "serve", *([] if engine else ["--standalone"])]
     params = StdioServerParameters(command=sys.executable, args=args, env=env)
@@ -135,11 +158,12 @@ async def scenario(home: Path, sessions: int, names: list[str], engine: bool, ec
                 opened.append(session)
             for session in opened:
                 while True:  # complete: every server's tools listed
-                    listed = {t.name.split("__", 1)[0] for t in (await session.list_tools()).tools}
-                    if set(names) <= listed:
+                    tools = (await session.list_tools()).tools
+                    if set(names) <= {t.name.split("__", 1)[0] for t in tools}:
                         break
                     await anyio.sleep(0.1)
                 firsts.append(time.perf_counter() - t0)
+                await use_once(session, use or [], tools)
             # settled: every upstream started (a supervisor and a server each, per gateway; real servers
             # have wrappers of their own, so for them the count stops growing), then 1 s more
             gateways = 1 if engine else sessions
@@ -174,20 +198,26 @@ async def main_async(session_counts: list[int], servers: int, real: Path | None,
     print(f"{what}; sessions opened one after another; PSS over every process under the bench")
     head = ("sessions", "mode", "processes", "PSS MiB", "1st list s", "last list s", "echo p50 ms")
     print(f"{head[0]:>8}  {head[1]:<10} {head[2]:>9} {head[3]:>9} {head[4]:>10} {head[5]:>11} {head[6]:>11}")
+    own = per_session(names)
+    if own:
+        print(f"run once per session: {', '.join(own)}; 'engine+use': each session also called each of them once")
     for n in session_counts:
         rows = {}
-        for engine in (False, True):
-            rows[engine] = row = await scenario(home, n, names, engine, echo)
+        modes = [("standalone", False, None), ("engine", True, None)] + ([("engine+use", True, own)] if own else [])
+        for mode, engine, use in modes:
+            rows[mode] = row = await scenario(home, n, names, engine, echo, use)
             await anyio.sleep(2.0)  # the idle engine (COFFER_ENGINE_IDLE=0) and its upstreams are gone
-            mode = "engine" if engine else "standalone"
             print(
                 f"{n:>8}  {mode:<10} {row['processes']:>9} {row['pss_mib']:>9.0f} {row['first_list_s']:>10.2f} "
                 f"{row['last_list_s']:>11.2f} {row['echo_p50_ms']:>11.3f}"
             )
-        ratio_p = rows[True]["processes"] / rows[False]["processes"]
-        ratio_m = rows[True]["pss_mib"] / rows[False]["pss_mib"]
-        added = rows[True]["echo_p50_ms"] - rows[False]["echo_p50_ms"]
-        print(f"{n:>8}  engine/standalone: processes {ratio_p:.2f}x, memory {ratio_m:.2f}x, echo p50 {added:+.3f} ms")
+        base = rows["standalone"]
+        for mode in [m for m, engine, _ in modes if engine]:
+            ratio_p = rows[mode]["processes"] / base["processes"]
+            ratio_m = rows[mode]["pss_mib"] / base["pss_mib"]
+            added = rows[mode]["echo_p50_ms"] - base["echo_p50_ms"]
+            figures = f"processes {ratio_p:.2f}x, memory {ratio_m:.2f}x, echo p50 {added:+.3f} ms"
+            print(f"{n:>8}  {mode}/standalone: {figures}")
 
 
 def main() -> None:

@@ -63,7 +63,7 @@ def status(
     rows = [
         (
             u["name"],
-            u["state"],
+            "idle: starts at its first call" if u["state"] == "idle" and u.get("session") else u["state"],
             u["share"] if u.get("session") is None else f"session of pid {u['session']}",
             " ".join(str(p) for p in u["pids"]),
             f"{u['pss_kib'] / 1024:.1f} MiB",

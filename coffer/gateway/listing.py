@@ -59,12 +59,15 @@ class Listings:
         bounded chance to list. Those that failed, or are still starting when the budget is spent, are
         remembered in the snapshot, so the next start does not wait for them again."""
         deadline = self._started_at + self.discovery_budget
+        for up in self.pool.running():  # a session's own server waits for its first need: this is one
+            if up.state is State.IDLE and self._undiscovered(up.name, unfit):
+                up.start()
         for up in self.pool.running():
             name = up.name
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 break
-            if name not in self.view.lists or (name in unfit and name not in self.view.live):
+            if self._undiscovered(name, unfit):
                 await up.wait_settled(remaining)
         for up in self.pool.running():
             name = up.name
@@ -74,6 +77,10 @@ class Listings:
             error = reason or f"did not list within {self.discovery_budget:g}s of `coffer serve` starting"
             self.view.missing(name, error)
             self.pool.spawn(anyio.to_thread.run_sync, lambda n=name, e=error: catalogue.save_failure(n, e))
+
+    def _undiscovered(self, name: str, unfit: Collection[str]) -> bool:
+        """Whether the snapshot cannot answer for `name` (never listed, or listed for other host caps)."""
+        return name not in self.view.lists or (name in unfit and name not in self.view.live)
 
     async def _listing(self, ctx: Any) -> Merged:
         """The merged view a list request answers from: current curation, new servers given their chance.

@@ -6,7 +6,8 @@ for jumps the queue, and a start that hangs gives its slot back after `SLOT_HOLD
 
 Under the engine (`share` given) a server that keeps per-client state runs once per session
 (coffer.gateway.share): each session has a child pool (`session()`), which shares the gate and the
-process list, starts those servers when its host is known, and stops them when the session ends.
+process list, starts each of those servers the first time its session needs it (a call to it, or a
+listing the catalogue cannot answer for), and stops them when the session ends.
 `get()` answers from the child of the session being served (`session_pool`).
 """
 
@@ -179,14 +180,14 @@ class Pool:
                 self._drop_unneeded()
 
     def host_known(self, host: Any) -> None:
-        """The session being served finished its handshake: start its own servers, told what it declared."""
+        """The session being served finished its handshake: its own servers may now start, told what it
+        declared. They start when it first needs them (a call, or a listing the catalogue cannot give:
+        `coffer.gateway.listing`), not now: an agent that never opens the browser runs no browser."""
         child = self._current()
         if child is not None and not child.started:
             child.started = True
             child.host = host if child._one_host else None
-            child.sync(self._configs[n] for n in child.own if n in self._configs)
-            for up in list(child.upstreams.values()):  # made before the host was known (a registry re-read)
-                up.start()
+            child.sync((self._configs[n] for n in child.own if n in self._configs), start=False)
 
     def resync(self) -> None:
         """Decide the share modes again (a server was seen asking for roots outside a call)."""
@@ -198,7 +199,7 @@ class Pool:
         if self.share is not None:
             self.per_session = {name: cfg for name, cfg in wanted.items() if self.share(cfg).per_session}
             for child in self.children:
-                child.sync((wanted[n] for n in child.own if n in wanted), start=child.started)
+                child.sync((wanted[n] for n in child.own if n in wanted), start=False)  # on first need
         for name, old in list(self.upstreams.items()):
             if name not in wanted or wanted[name] != old.cfg:
                 del self.upstreams[name]

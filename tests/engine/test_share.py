@@ -77,6 +77,35 @@ async def test_a_per_session_server_runs_once_per_session_and_stops_with_it(coff
     await wait_for(lambda: not alive(first), timeout=10, what="a session's own server to stop with it")
 
 
+async def test_a_per_session_server_starts_at_its_sessions_first_call_not_before(
+    coffer_home: Path, tmp_path: Path
+) -> None:
+    """Once catalogued, a per-session server is listed from the catalogue: sessions that never call it
+    run no process of it (five agents, one of which opens the browser, run one browser server)."""
+    browser = tmp_path / "browser.txt"
+    add_fixture(coffer_home, "browser", events=browser)
+    add_fixture(coffer_home, "plain")
+    set_share(coffer_home, "browser", "session")
+    async with serve(coffer_home) as first:  # never catalogued: started so that it can list
+        assert "browser__pid" in await first.tool_names()
+    await wait_for(lambda: len(events_of(browser, "start")) == 1, what="the first listing")
+    async with AsyncExitStack() as stack:
+        sessions = [await stack.enter_async_context(serve(coffer_home)) for _ in range(3)]
+        for s in sessions:
+            assert {"browser__pid", "plain__pid"} <= set(await s.tool_names())
+        assert len({text(await s.call("plain__pid")) for s in sessions}) == 1
+        assert len(events_of(browser, "start")) == 1  # listed, not started, in all three
+        state = control.status()
+        assert state is not None
+        rows = [u for u in state["upstreams"] if u["name"] == "browser"]
+        assert len(rows) == 3 and {u["state"] for u in rows} == {"idle"} and not any(u["pids"] for u in rows)
+        pid = text(await sessions[1].call("browser__pid"))
+        assert len(events_of(browser, "start")) == 2 and alive(int(pid))
+        assert text(await sessions[1].call("browser__pid")) == pid  # its own, kept for the session
+        await stack.aclose()
+    await wait_for(lambda: not alive(int(pid)), timeout=10, what="the session's server to stop with it")
+
+
 async def test_a_server_asking_for_roots_outside_a_call_gets_one_process_per_session(
     coffer_home: Path, tmp_path: Path
 ) -> None:
@@ -93,9 +122,9 @@ async def test_a_server_asking_for_roots_outside_a_call_gets_one_process_per_ses
         await one.tool_names()
         await wait_for(lambda: "file:///one" in answered(), what="fs to get the first session's roots")
         two = await stack.enter_async_context(serve(coffer_home, list_roots_callback=roots_of("file:///two")))
-        await two.tool_names()
-        await wait_for(lambda: "file:///two" in answered(), what="a second fs to get the second session's roots")
+        assert "fs__pid" in await two.tool_names()  # from the catalogue: its own fs starts at its first call
         own = {"file:///one": text(await one.call("fs__pid")), "file:///two": text(await two.call("fs__pid"))}
+        await wait_for(lambda: "file:///two" in answered(), what="a second fs to get the second session's roots")
         got = answered()
         assert {uri: got[uri] for uri in own} == own  # each fs asked the one session it serves
         learner = events_of(events, "start")[0]  # the shared process it was seen asking from
