@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     for size in (int(s) for s in args.sizes.split(",")):
         for tool, keep, what in cases:
             gateway, upstream = run(size, tool, keep)
-            ratios = (f"{gateway:.0f}", f"{gateway / size:.1f}x", f"{upstream:.0f}", f"{upstream / size:.1f}x")
+            ratios = (f"{gateway:.0f}", f"{gateway / size:.2f}x", f"{upstream:.0f}", f"{upstream / size:.2f}x")
             rows.append((f"{size} MB", what, *ratios))
     render.table(
         ["payload", "call", "coffer serve peak +MiB", "x payload", "upstream (SDK server) peak +MiB", "x payload"],

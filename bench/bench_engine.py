@@ -134,7 +134,7 @@ async def use_once(session: ClientSession, servers: list[str], tools: list[types
     for server in servers:
         mine = [t for t in tools if t.name.split("__", 1)[0] == server]
         if mine:
-            tool = min(mine, key=lambda t: len(t.inputSchema.get("required") or []))
+            tool = min(mine, key=lambda t: len(t.input_schema.get("required") or []))
             with contextlib.suppress(Exception):
                 await session.call_tool(tool.name, {})
 
@@ -166,8 +166,9 @@ async def scenario(
                 await use_once(session, use or [], tools)
             # settled: every upstream started (a supervisor and a server each, per gateway; real servers
             # have wrappers of their own, so for them the count stops growing), then 1 s more
-            gateways = 1 if engine else sessions
-            expected = sessions + (1 if engine else 0) + gateways * len(names) * (2 if sys.platform == "linux" else 1)
+            own = per_session(names) if engine else []  # started only by a call (`use`)
+            running = len(names) - len(own) + (sessions * len(own) if use else 0) if engine else sessions * len(names)
+            expected = sessions + (1 if engine else 0) + running * (2 if sys.platform == "linux" else 1)
             with anyio.move_on_after(300):
                 seen, steady = -1, 0
                 while len(tree(os.getpid())) < expected or steady < 10:

@@ -20,7 +20,7 @@ from mcp import MCPError
 
 from coffer.errors import CofferError
 from coffer.gateway.builtins import CallFailure, text_result
-from coffer.results import kept, preview, store, text
+from coffer.results import kept, preview, spill, store, text
 from coffer.vault.registry import ServerConfig
 
 DEFAULT_CAP = 25_000
@@ -48,16 +48,23 @@ async def shrink(
     result: dict[str, Any], server: str, tool: str, cap: int, settings: Mapping[str, Any], schema: bool = False
 ) -> tuple[dict[str, Any], store.Kept | None]:
     """`result` as the host should get it: itself when under the cap, else a preview of it kept whole
-    (`schema`: the tool declares an output schema, whose structured content must pass whole)."""
-    if cap <= 0 or preview.surely_under(result, cap):  # on the loop: no tokenizer, no thread
-        return result, None
-    measure = await anyio.to_thread.run_sync(preview.measure, result, cap)
-    if not measure.over:
-        return result, None
-    keep_days, _ = store.settings_of(settings)
-    saved = await anyio.to_thread.run_sync(kept.keep, result, server, tool, measure, settings)
-    shown = await anyio.to_thread.run_sync(preview.build, result, saved, cap, keep_days, schema)
-    return shown, saved
+    (`schema`: the tool declares an output schema, whose structured content must pass whole). Its long
+    strings may have been decoded into files by the transport (coffer.results.spill): claimed here, read
+    a slice at a time, and made strings again only where the result goes on whole."""
+    spilled = spill.claim(result)
+    try:
+        if not spilled and (cap <= 0 or preview.surely_under(result, cap)):  # on the loop: no tokenizer
+            return result, None
+        measure = await anyio.to_thread.run_sync(preview.measure, result, cap) if cap > 0 else None
+        if measure is None or not measure.over:
+            return dict(await anyio.to_thread.run_sync(spill.whole, result, spilled)), None
+        keep_days, _ = store.settings_of(settings)
+        saved = await anyio.to_thread.run_sync(kept.keep, result, server, tool, measure, settings)
+        shown = await anyio.to_thread.run_sync(preview.build, result, saved, cap, keep_days, schema)
+        return shown, saved
+    finally:
+        for value in spilled:
+            value.discard()
 
 
 def is_kept_uri(uri: str) -> bool:

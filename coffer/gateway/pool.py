@@ -56,8 +56,12 @@ class Pool:
         relay: Relay | None = None,
         on_session: Callable[[Upstream, Any], Awaitable[None]] | None = None,
         share: Callable[[ServerConfig], Share] | None = None,
+        spill_results: bool = False,
     ) -> None:
-        """`share`: how each server is run (an engine's gateway); None runs every server once."""
+        """`share`: how each server is run (an engine's gateway); None runs every server once.
+        `spill_results`: long strings of tools/call results are decoded into files (coffer.results.spill),
+        for a gateway, which claims them (coffer.gateway.bigresults); off elsewhere (`coffer call`)."""
+        self.spill_results = spill_results
         self.gate = StartGate(limit)
         self.slot_hold = slot_hold
         self.upstreams: dict[str, Upstream] = {}
@@ -167,6 +171,7 @@ class Pool:
         `serve --http` share it, and it asks whichever host's call is in flight."""
         child = Pool(on_listing=self.on_listing, slot_hold=self.slot_hold, relay=self.relay, on_session=self.on_session)
         child.gate, child.pids, child._parent = self.gate, self.pids, self
+        child.spill_results = self.spill_results
         child._one_host = one_host
         child.own = set(self.per_session)
         async with child:

@@ -95,6 +95,7 @@ class Gateway(Listings):
             relay=self.relay,
             on_session=self._restore_session_state,
             share=self.share_of if sessions else None,
+            spill_results=True,
         )
         self.relay.on_roots_outside_call = self._roots_outside_call
         self.view = View(builtins.tool_definitions(), on_sync=self.pool.sync)

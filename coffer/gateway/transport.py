@@ -35,6 +35,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from coffer.gateway.reaper import ARGV_ENV as REAPER_ARGV_ENV
+from coffer.results import spill
 
 TAIL_BYTES = 8192
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one JSON-RPC frame; a bigger unterminated one marks the upstream broken
@@ -154,13 +155,44 @@ def loads_owned(line: bytearray) -> Any:
     return json.loads(text)
 
 
-def _parse(line: bytearray) -> SessionMessage | None:
+def _parse(line: bytearray, calls: set[types.RequestId] | None = None) -> SessionMessage | None:
     """A message from one upstream line (emptied when large), or None for a line that is not JSON-RPC:
     parsed (`loads_owned`), then validated from the objects (validate_json straight from the bytes peaks
-    at four times a long string's size)."""
+    at four times a long string's size). `calls`: the ids of the tools/call requests in flight, whose
+    long result strings are decoded into files instead (coffer.results.spill); None: never."""
+    tokens: list[str] = []
+    if calls is not None and len(line) >= BIG_LINE:
+        cut = _spill(line)
+        if cut is not None:
+            line, tokens = cut
     try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_python(loads_owned(line), by_name=False))
+        message = types.jsonrpc_message_adapter.validate_python(loads_owned(line), by_name=False)
     except ValueError:
+        spill.forget(tokens)
+        return None
+    if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and calls is not None:
+        call = message.id in calls
+        calls.discard(message.id)
+    else:
+        call = False
+    if tokens:
+        if isinstance(message, types.JSONRPCResponse):
+            spill.settle(message.result, tokens, call)
+        elif isinstance(message, types.JSONRPCError):
+            message.error.data = spill.restore(message.error.data, set(tokens))
+        else:
+            spill.restore(message.params, set(tokens))
+    return SessionMessage(message)
+
+
+def _spill(line: bytearray) -> tuple[bytearray, list[str]] | None:
+    """The line split by coffer.results.spill, or None (nothing to spill, or no store to spill into)."""
+    from coffer.errors import CofferError
+    from coffer.results import store
+
+    try:
+        return spill.split(line, store.directory())
+    except (OSError, CofferError):
         return None
 
 
@@ -220,14 +252,18 @@ async def stdio_pipe(
     stats: StreamStats,
     on_exit: Callable[[], None],
     pids: set[int] | None = None,
+    spill_calls: bool = False,
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
     """Spawn `argv` in a new session and yield the (read, write) streams a `ClientSession` takes.
 
     Raises OSError (FileNotFoundError, PermissionError) when the program cannot be started.
-    `on_exit` runs once the child's stdout ends (it exited or closed stdout).
+    `on_exit` runs once the child's stdout ends (it exited or closed stdout). `spill_calls`: long
+    strings of tools/call results are decoded into files (coffer.results.spill), for a gateway that
+    claims them (coffer.gateway.bigresults) before anything else sees the result.
     """
+    calls: set[types.RequestId] | None = set() if spill_calls else None
     env = dict(env)
     process = await anyio.open_process(
         _dies_with_us(argv, cwd, env),
@@ -255,10 +291,10 @@ async def stdio_pipe(
                     if line is None:
                         too_long = True
                         break
-                    if not line.strip():
+                    if not line or line.isspace():  # (not strip(): a copy of a 50 MB line is 50 MB more)
                         continue
                     head = bytes(line[:120])  # what a garbage line is reported by (a large one is emptied)
-                    message = _parse(line)
+                    message = _parse(line, calls)
                     if message is None:
                         stats.note_garbage(head)  # banners, warnings: never fatal
                         continue
@@ -284,11 +320,14 @@ async def stdio_pipe(
         try:
             async with write_recv:
                 async for message in write_recv:
+                    sent = message.message
+                    if calls is not None and isinstance(sent, types.JSONRPCRequest) and sent.method == "tools/call":
+                        calls.add(sent.id)
                     # bytes straight from pydantic, the newline sent on its own: no str copy, no re-encoding
                     for piece in pieces(wire_bytes(message.message)):
                         await process.stdin.send(piece)  # type: ignore[arg-type]  # anyio writes any buffer
                     await process.stdin.send(b"\n")
-                    del piece, message  # not held while waiting for the next message
+                    del piece, message, sent  # not held while waiting for the next message
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_send.aclose()
             return

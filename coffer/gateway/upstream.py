@@ -47,6 +47,7 @@ class Supervisor(Protocol):
     gate: StartGate
     slot_hold: float
     pids: set[int]
+    spill_results: bool  # long tools/call result strings go to files (its owner claims them: bigresults)
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
 
@@ -292,7 +293,7 @@ class Upstream:
         env = child_env(extra)
         argv = [self._program(env), *cfg.args]
         async with stdio_pipe(
-            argv, env, cfg.cwd, self.stats, exited.set, _Mirror(self.pool.pids, self.pids)
+            argv, env, cfg.cwd, self.stats, exited.set, _Mirror(self.pool.pids, self.pids), self.pool.spill_results
         ) as streams:
             yield streams
 

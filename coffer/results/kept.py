@@ -7,14 +7,15 @@ does (expired, over budget, or removed).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from coffer.memory import store as memory
 from coffer.results import store
 from coffer.results.preview import Measure
 from coffer.results.store import Kept
-from coffer.results.text import text_of
+from coffer.results.text import text_pieces
 
 WINDOW_CHARS = 256 * 1024  # indexed a piece at a time
 INDEX_CHARS = 8 * 1024 * 1024  # text of one kept result searchable by coffer__ask (a 50 MB log: its first 8 MB)
@@ -27,22 +28,28 @@ def keep(result: Mapping[str, Any], server: str, tool: str, measure: Measure, se
     gone = store.sweep(budget_mb, spare=kept.id)
     if gone:
         memory.forget_results(store.URI_PREFIX + rid for rid in gone)
-    text = text_of(result)
-    if text.strip():
-        memory.index_result(kept.uri, f"{server}__{tool} result", _windows(text, INDEX_CHARS))
+    windows = _windows(text_pieces(result), INDEX_CHARS)
+    first = next((w for w in windows if w.strip()), None)  # blank text has nothing to index
+    if first is not None:
+        memory.index_result(kept.uri, f"{server}__{tool} result", itertools.chain([first], windows))
     return kept
 
 
-def _windows(text: str, limit: int, size: int = WINDOW_CHARS) -> Iterator[str]:
-    """The first `limit` characters of `text` in pieces of about `size`, cut after a line where one ends."""
-    start, end = 0, min(len(text), limit)
-    while start < end:
-        stop = min(start + size, end)
-        if stop < end:
-            newline = text.rfind("\n", start, stop)
-            stop = newline + 1 if newline > start else stop
-        yield text[start:stop]
-        start = stop
+def _windows(pieces: Iterable[str], limit: int, size: int = WINDOW_CHARS) -> Iterator[str]:
+    """The first `limit` characters of the text `pieces` make, in windows of about `size` characters,
+    cut after a line where one ends (the text is read a piece at a time, never whole)."""
+    buffer, left = "", limit
+    for piece in pieces:
+        buffer += piece[: max(0, left - len(buffer))]
+        while len(buffer) >= size:
+            newline = buffer.rfind("\n", 0, size)
+            stop = newline + 1 if newline > 0 else size
+            yield buffer[:stop]
+            buffer, left = buffer[stop:], left - stop
+        if len(buffer) >= left:
+            break
+    if buffer:
+        yield buffer
 
 
 def listing() -> list[Kept]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coffer.results import tokens
+from coffer.results.spill import Text, head, pieces, size
 from coffer.results.store import Kept
 from coffer.results.text import parts
 
@@ -24,6 +25,7 @@ SHAPE_ITEMS = 3
 SHAPE_KEYS = 25
 SHAPE_STRING = 80
 READ_TOOL = "coffer__read_result"
+HEAD_CHARS_PER_TOKEN = 16  # the longest token of the vocabulary (coffer.results.tokens) spans 16 characters
 
 
 @dataclass(frozen=True)
@@ -62,19 +64,24 @@ def measure(result: Mapping[str, Any], cap: int) -> Measure:
     texts, binary = parts(result)
     structured = result.get("structuredContent")
     kind = "binary" if binary and not texts else "mixed" if binary else "text"
-    if texts and len(texts) == 1 and texts[0].lstrip()[:1] in ("{", "["):
+    if texts and len(texts) == 1 and _lead(texts[0]) in ("{", "["):
         kind = "json"
     total = binary // 4
     if structured is not None:
         texts = [*texts, json.dumps(structured, ensure_ascii=False)]
         kind = kind if texts[:-1] else "json"
     if surely_under(result, cap):
-        return Measure(False, sum(len(t) for t in texts), kind)
-    for text in texts:
+        return Measure(False, sum(size(t) for t in texts), kind)
+    for piece in (p for text in texts for p in pieces(text)):  # a spilled text a slice at a time
         if total > cap:
             break
-        total += tokens.count(text, stop_after=cap - total)
+        total += tokens.count(piece, stop_after=cap - total)
     return Measure(total > cap, total, kind)
+
+
+def _lead(text: Text) -> str:
+    """The first character that is not white space (what tells JSON from text)."""
+    return head(text, 4096).lstrip()[:1]
 
 
 def build(result: Mapping[str, Any], kept: Kept, cap: int, keep_days: float, schema: bool = False) -> dict[str, Any]:
@@ -115,7 +122,7 @@ def _notice(kept: Kept, cap: int, keep_days: float) -> str:
     )
 
 
-def _body(result: Mapping[str, Any], texts: list[str], budget: int) -> str:
+def _body(result: Mapping[str, Any], texts: list[Text], budget: int) -> str:
     lines = [_binary_line(item) for item in result.get("content") or [] if isinstance(item, dict)]
     lines = [line for line in lines if line]
     structured = result.get("structuredContent")
@@ -123,11 +130,11 @@ def _body(result: Mapping[str, Any], texts: list[str], budget: int) -> str:
         lines.append("Structured content, shape:\n" + shape(structured))
     first = texts[0] if texts else ""
     if first:
-        if len(first) <= JSON_PARSE_LIMIT and first.lstrip()[:1] in ("{", "["):
+        if size(first) <= JSON_PARSE_LIMIT and _lead(first) in ("{", "["):
             with contextlib.suppress(ValueError):
-                lines.append("JSON, shape:\n" + shape(json.loads(first)))
+                lines.append("JSON, shape:\n" + shape(json.loads(first if isinstance(first, str) else first.whole())))
         more = f" (and {len(texts) - 1} more text parts)" if len(texts) > 1 else ""
-        lines.append(f"Text, {len(first):,} characters{more}; the start:")
+        lines.append(f"Text, {size(first):,} characters{more}; the start:")
     lead = "\n\n".join(lines)
     if not first:
         return tokens.head(lead, budget)
@@ -135,16 +142,17 @@ def _body(result: Mapping[str, Any], texts: list[str], budget: int) -> str:
     if room < budget // 3:  # a huge outline leaves the text too little: both get a share
         lead = tokens.head(lead, budget * 2 // 3)
         room = budget - tokens.count(lead)
-    return lead + "\n" + tokens.head(first, room) + "\n[… cut here by coffer]"
+    start = head(first, HEAD_CHARS_PER_TOKEN * room + 4096)  # what `room` tokens can be, read and no more
+    return lead + "\n" + tokens.head(start, room) + "\n[… cut here by coffer]"
 
 
 def _binary_line(item: Mapping[str, Any]) -> str:
     if item.get("type") in ("image", "audio"):
         data = item.get("data") or ""
-        return f"{item['type']} ({item.get('mimeType', '?')}), {human(len(data) * 3 // 4)}: kept, not shown"
+        return f"{item['type']} ({item.get('mimeType', '?')}), {human(size(data) * 3 // 4)}: kept, not shown"
     res = item.get("resource") or {}
-    if isinstance(res, dict) and isinstance(res.get("blob"), str):
-        return f"blob {res.get('uri', '')} ({res.get('mimeType', '?')}), {human(len(res['blob']) * 3 // 4)}: kept"
+    if isinstance(res, dict) and isinstance(res.get("blob"), Text):
+        return f"blob {res.get('uri', '')} ({res.get('mimeType', '?')}), {human(size(res['blob']) * 3 // 4)}: kept"
     return ""
 
 

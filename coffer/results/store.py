@@ -23,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from coffer.errors import NotFoundError, UsageError
+from coffer.results.spill import PREFIX as SPILL_PREFIX
+from coffer.results.spill import STALE_S as SPILL_STALE_S
+from coffer.results.spill import Spilled
 from coffer.vault import paths
 
 DEFAULT_KEEP_DAYS = 7.0
@@ -128,7 +131,12 @@ def keep(
 
 def _dump(value: Any, put: Any) -> None:
     """`json.dumps(value)` written piece by piece: a long string goes out in slices, never whole twice."""
-    if isinstance(value, str) and len(value) > SLICE:
+    if isinstance(value, Spilled):  # decoded into a file by the transport (coffer.results.spill)
+        put('"')
+        for piece in value.slices(SLICE):
+            put(json.dumps(piece, ensure_ascii=False)[1:-1])
+        put('"')
+    elif isinstance(value, str) and len(value) > SLICE:
         put('"')
         for start in range(0, len(value), SLICE):
             put(json.dumps(value[start : start + SLICE], ensure_ascii=False)[1:-1])
@@ -153,6 +161,7 @@ def _dump(value: Any, put: Any) -> None:
 def sweep(budget_mb: float, now: float | None = None, spare: str | None = None) -> list[str]:
     """Remove expired results, then the oldest until the store fits `budget_mb`; returns the ids gone."""
     now = time.time() if now is None else now
+    _sweep_spilled(now)
     gone: list[str] = []
     with _index() as db:
         rows = db.execute("SELECT id, expires, bytes FROM kept ORDER BY created").fetchall()
@@ -165,6 +174,14 @@ def sweep(budget_mb: float, now: float | None = None, spare: str | None = None) 
                 total -= size
                 gone.append(rid)
     return gone
+
+
+def _sweep_spilled(now: float) -> None:
+    """Spilled values of a gateway that stopped before it claimed them (killed mid-call)."""
+    for path in directory().glob(SPILL_PREFIX + "*"):
+        with contextlib.suppress(FileNotFoundError):
+            if path.stat().st_mtime < now - 6 * SPILL_STALE_S:
+                path.unlink()
 
 
 def _remove_file(rid: str) -> None:
@@ -223,7 +240,7 @@ def remove_all() -> int:
     folder = directory()
     count = 0
     for path in folder.iterdir():
-        if path.suffix == ".json" or path.name.startswith(".tmp-"):
+        if path.suffix == ".json" or path.name.startswith((".tmp-", SPILL_PREFIX)):
             count += path.suffix == ".json"
             path.unlink(missing_ok=True)
     for name in ("index.db", "index.db-journal", "index.db-wal", "index.db-shm"):

@@ -7,43 +7,54 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from coffer.errors import UsageError
 from coffer.results import store, tokens
+from coffer.results.spill import Text, pieces, size
 
 MAX_MATCHES = 100
 MAX_PATTERN = 500
 
 
-def parts(result: Mapping[str, Any]) -> tuple[list[str], int]:
-    """The text parts of a result (text items, embedded text resources) and its binary size (base64)."""
-    texts: list[str] = []
+def parts(result: Mapping[str, Any]) -> tuple[list[Text], int]:
+    """The text parts of a result (text items, embedded text resources) and its binary size (base64);
+    a long one may be in a file still (coffer.results.spill)."""
+    texts: list[Text] = []
     binary = 0
     for item in result.get("content") or []:
         if not isinstance(item, dict):
             continue
         kind = item.get("type")
-        if kind == "text" and isinstance(item.get("text"), str):
+        if kind == "text" and isinstance(item.get("text"), Text):
             texts.append(item["text"])
-        elif kind in ("image", "audio") and isinstance(item.get("data"), str):
-            binary += len(item["data"])
+        elif kind in ("image", "audio") and isinstance(item.get("data"), Text):
+            binary += size(item["data"])
         elif kind == "resource" and isinstance(item.get("resource"), dict):
             res = item["resource"]
-            if isinstance(res.get("text"), str):
+            if isinstance(res.get("text"), Text):
                 texts.append(res["text"])
-            elif isinstance(res.get("blob"), str):
-                binary += len(res["blob"])
+            elif isinstance(res.get("blob"), Text):
+                binary += size(res["blob"])
     return texts, binary
 
 
 def text_of(result: Mapping[str, Any]) -> str:
-    """The readable text of a result: its text parts in order, else its structured content as JSON."""
+    """The readable text of a result as the store holds it: its text parts in order, else its
+    structured content as JSON."""
+    return "".join(text_pieces(result))
+
+
+def text_pieces(result: Mapping[str, Any]) -> Iterator[str]:
+    """`text_of` a slice at a time (a spilled part is read from its file, never whole)."""
     texts, _ = parts(result)
     if not texts and result.get("structuredContent") is not None:
         texts.append(json.dumps(result["structuredContent"], ensure_ascii=False, indent=1))
-    return "\n\n".join(texts)
+    for n, text in enumerate(texts):
+        if n:
+            yield "\n\n"
+        yield from pieces(text)
 
 
 def read_range(value: str, offset: int, length: int, cap: int) -> str:

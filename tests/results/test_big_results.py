@@ -99,6 +99,7 @@ async def test_over_the_cap_the_agent_gets_a_preview_and_the_whole_stays_reachab
         assert WORD in top["text"] and top["source"] == {"type": "result", "uri": str(kept.uri)}
     path = store.directory() / f"{rid}.json"
     assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(store.directory().stat().st_mode) == 0o700
+    assert not list(store.directory().glob(".spill-*"))  # the 2 MB string was decoded to a file: gone once kept
     rows = await wait_rows(1)
     assert rows[0]["kept"] == rid and rows[0]["result_bytes"] == path.stat().st_size
     assert WORD not in json.dumps(rows)  # sizes and the id only: never the content
@@ -143,6 +144,10 @@ async def test_the_cap_is_set_per_vault_per_server_and_lowered_by_the_host(coffe
     async with serve(coffer_home) as s:
         assert link(await s.call("logs__big", {"kb": 40}))
     set_settings(coffer_home, result_max_tokens=0)  # off: whole, whatever the size
+    async with direct() as d, serve(coffer_home) as s:
+        want = await d.call_tool("big", {"kb": 2048, "word": WORD})
+        got = await s.call("logs__big", {"kb": 2048, "word": WORD})  # its long string came back from a file
+        assert got.model_dump() == want.model_dump() and not list(store.directory().glob(".spill-*"))
     with registry.edit(coffer_home / "coffer.toml") as doc:
         doc["servers"]["logs"]["max_result_tokens"] = 3000  # type: ignore[index]
     async with serve(coffer_home) as s:
@@ -257,7 +262,9 @@ def test_a_kept_text_is_indexed_in_pieces_cut_after_lines() -> None:
     from coffer.results.kept import _windows
 
     text = "".join(f"line {n} {WORD if n == 7000 else 'ok'}\n" for n in range(20_000))
-    pieces = list(_windows(text, limit=len(text), size=4096))
+    pieces = list(_windows([text], limit=len(text), size=4096))
     assert "".join(pieces) == text and all(p.endswith("\n") for p in pieces) and len(pieces) > 50
-    assert "".join(_windows(text, limit=10_000, size=4096)) == text[:10_000]  # only the first `limit`
-    assert list(_windows("x" * 10_000, limit=10_000, size=4096)) == ["x" * 4096, "x" * 4096, "x" * 1808]
+    sliced = [text[n : n + 3001] for n in range(0, len(text), 3001)]  # as a spilled text is read: a slice at a time
+    assert list(_windows(sliced, limit=len(text), size=4096)) == pieces
+    assert "".join(_windows(sliced, limit=10_000, size=4096)) == text[:10_000]  # only the first `limit`
+    assert list(_windows(["x" * 10_000], limit=10_000, size=4096)) == ["x" * 4096, "x" * 4096, "x" * 1808]
