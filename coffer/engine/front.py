@@ -3,9 +3,11 @@
 It connects to the engine's socket (starting the engine when none answers, under a lock, so two
 fronts starting at once start one engine), says who it is in one JSON line, then copies bytes: the
 host's stdin to the socket, the socket to stdout. Nothing is parsed on the way but the host's
-handshake, which is kept: if the engine dies, the front starts a new one, replays the handshake,
-drops the new engine's answer to it, and carries on (requests in flight at that moment are lost;
-the host's own timeout ends them). It exits when the host closes stdin.
+handshake, which is kept, and each line's id (read from its ends, never parsed whole when large:
+`LineEnds`): if the engine dies, the front answers each request it had passed on and not seen
+answered with an error saying so (the host need not wait for its own timeout; a line cut off by the
+death is ended first), starts a new engine, replays the handshake, drops the new engine's answer to
+it, and carries on. It exits when the host closes stdin.
 
 `coffer serve --http PORT` asks the engine to listen on the port for as long as the front runs
 (`run_http`): HTTP requests go straight to the engine, with no hop through this process. If the
@@ -18,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -31,6 +35,18 @@ from coffer.errors import CofferError
 
 START_WAIT_S = 20.0
 CHUNK = 1 << 16
+EDGE = 4096  # bytes kept of each end of a line: a line this short is parsed, a longer one read at its ends
+LOST = -32603  # internal error: the request's outcome is unknown
+LOST_MESSAGE = (
+    "coffer: the engine stopped while this request was in flight, so its outcome is unknown; "
+    "a new engine has been started: send the request again"
+)
+_ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,200}")'
+# Where the top-level id of a large line is: right after "jsonrpc" at its start (Python SDKs, and the
+# engine itself), or as its last member (the TypeScript SDK puts `jsonrpc` and `id` after `params`).
+_HEAD_ID = re.compile(rb'^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*' + _ID)
+_TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb"\s*\}\s*$")
+_METHOD = re.compile(rb'"method"\s*:\s*"')
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -99,6 +115,51 @@ def _last_line(path: Path) -> str:
     return "no error was logged"
 
 
+class LineEnds:
+    """The lines of a byte stream as it passes, each as its first and last `EDGE` bytes and its size:
+    what tells its id, without holding a 50 MB line."""
+
+    def __init__(self) -> None:
+        self.head, self.tail, self.size = bytearray(), b"", 0
+
+    def feed(self, chunk: bytes) -> Iterator[tuple[bytes, bytes, int]]:
+        view, start = memoryview(chunk), 0
+        while (newline := chunk.find(b"\n", start)) != -1:
+            self._add(view[start:newline])
+            yield bytes(self.head), self.tail, self.size
+            self.head, self.tail, self.size = bytearray(), b"", 0
+            start = newline + 1
+        self._add(view[start:])
+
+    @property
+    def cut(self) -> bool:
+        """Whether a line has begun and not ended."""
+        return self.size > 0
+
+    def _add(self, part: memoryview) -> None:
+        if len(self.head) < EDGE:
+            self.head += part[: EDGE - len(self.head)]
+        self.tail = (self.tail + bytes(part[-EDGE:]))[-EDGE:]
+        self.size += len(part)
+
+
+def message_id(head: bytes, tail: bytes, size: int, request: bool) -> str | None:
+    """The id of a request (`request`) or of an answer, from a line's ends; None when the line is not
+    one (a notification, the other kind) or its id cannot be told. Ids are kept as their JSON text."""
+    if size <= EDGE:
+        try:
+            message = json.loads(head)
+        except ValueError:
+            return None
+        if not isinstance(message, dict) or message.get("id") is None or ("method" in message) != request:
+            return None
+        return json.dumps(message["id"])
+    if (_METHOD.search(head) is not None or _METHOD.search(tail) is not None) != request:
+        return None
+    found = _HEAD_ID.search(head) or _TAIL_ID.search(tail)
+    return json.dumps(json.loads(found.group(1))) if found else None
+
+
 class Front:
     """One host's stdio, piped to the engine."""
 
@@ -108,6 +169,9 @@ class Front:
         self.init_id: object = None
         self._pending = b""
         self._lock = threading.Condition()
+        # the host's requests passed on and not answered yet (id as JSON -> its chunk was wholly sent)
+        self.in_flight: dict[str, bool] = {}
+        self._from_host, self._to_host = LineEnds(), LineEnds()
         self.sock = self._open()
         self.stdin_open = True
 
@@ -145,16 +209,23 @@ class Front:
                 break
             if len(self.handshake) < 2:
                 self._note_handshake(chunk)
+            sent = [i for line in self._from_host.feed(chunk) if (i := message_id(*line, request=True)) is not None]
+            with self._lock:  # noted before they are sent, so that no answer can come first
+                self.in_flight.update((i, False) for i in sent)
             while True:
                 with self._lock:
                     sock = self.sock
                 try:
                     sock.sendall(chunk)
                     break
-                except OSError:  # the engine went away: wait for the reader to reattach
+                except OSError:  # the engine went away: wait for the reader to reattach (it is sent again)
                     with self._lock:
                         if self.sock is sock:
                             self._lock.wait(timeout=START_WAIT_S)
+            with self._lock:
+                for i in sent:
+                    if i in self.in_flight:
+                        self.in_flight[i] = True
         with self._lock:
             self.stdin_open = False
             with contextlib.suppress(OSError):
@@ -172,6 +243,7 @@ class Front:
                 with self._lock:
                     if not self.stdin_open:
                         return
+                self._answer_lost()
                 skip = self._reattach()
                 buffered = b""
                 continue
@@ -180,10 +252,26 @@ class Front:
                 chunk, buffered, found = _drop_answer(buffered, skip)
                 if found:
                     skip, chunk, buffered = None, chunk + buffered, b""
-            view = memoryview(chunk)
-            while view:
-                written = os.write(1, view)
-                view = view[written:]
+            answered = [i for line in self._to_host.feed(chunk) if (i := message_id(*line, request=False)) is not None]
+            if answered:
+                with self._lock:
+                    for i in answered:
+                        self.in_flight.pop(i, None)
+            _write_out(chunk)
+
+    def _answer_lost(self) -> None:
+        """The engine died: each request it was given and did not answer gets an error (a line it was
+        writing is ended first, so that the host's reader sees the errors as lines of their own)."""
+        out = b"\n" if self._to_host.cut else b""
+        self._to_host = LineEnds()
+        with self._lock:
+            lost = [i for i, sent in self.in_flight.items() if sent]
+            for i in lost:
+                del self.in_flight[i]
+        for i in lost:
+            error = {"code": LOST, "message": LOST_MESSAGE}
+            out += json.dumps({"jsonrpc": "2.0", "id": json.loads(i), "error": error}).encode() + b"\n"
+        _write_out(out)
 
     def _reattach(self) -> object:
         sock = self._open()
@@ -194,6 +282,13 @@ class Front:
             self._lock.notify_all()
         old.close()
         return self.init_id if self.handshake else None
+
+
+def _write_out(data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(1, view)
+        view = view[written:]
 
 
 def _drop_answer(buffered: bytes, answer_id: object) -> tuple[bytes, bytes, bool]:

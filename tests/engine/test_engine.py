@@ -178,6 +178,35 @@ async def test_kill_9_of_the_engine_leaves_no_upstream_and_the_front_reattaches(
         assert engine_pid() not in (None, engine)
 
 
+async def test_a_call_in_flight_when_the_engine_dies_is_answered_with_an_error_at_once(
+    coffer_home: Path, tmp_path: Path
+) -> None:
+    """The host need not wait for its own timeout: the front answers what the dead engine owed, then
+    serves the next call through a new engine on the same host session."""
+    events = tmp_path / "events.txt"
+    add_fixture(coffer_home, "alpha", events=events, timeout=60)
+    async with sessions(coffer_home, 1) as served:
+        await served[0].call("alpha__echo", {"text": "x"})
+        engine = engine_pid()
+        assert engine is not None
+        failed: list[BaseException] = []
+
+        async def slow() -> None:
+            try:
+                await served[0].call("alpha__slow", {"seconds": 50})
+            except Exception as exc:  # the SDK raises the JSON-RPC error
+                failed.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow)
+            await wait_for(lambda: "slow:start" in read_events(events), what="the call to reach the upstream")
+            os.kill(engine, signal.SIGKILL)
+            with anyio.fail_after(15):  # not the call's 50 s, nor its 60 s timeout
+                await wait_for(lambda: bool(failed), timeout=15, what="the lost call to be answered")
+        assert "engine stopped while this request was in flight" in str(failed[0])
+        assert text(await served[0].call("alpha__echo", {"text": "after"})) == "after"
+
+
 async def test_the_socket_is_private(coffer_home: Path) -> None:
     add_fixture(coffer_home, "alpha")
     async with sessions(coffer_home, 1):
