@@ -111,10 +111,12 @@ def split(line: bytearray, folder: Path, chunk: int = CHUNK) -> tuple[bytearray,
             out += json.dumps(spilled.token).encode()
             pos = end
         out += memoryview(line)[pos:]
-    except ValueError:
+    except BaseException as exc:  # none is registered yet: their files go here
         for spilled in made:
             spilled.discard()
-        return None
+        if isinstance(exc, ValueError):
+            return None
+        raise
     with _lock:
         _pending.update((s.token, s) for s in made)
     line.clear()

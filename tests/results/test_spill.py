@@ -84,3 +84,34 @@ def test_a_value_nobody_claims_is_dropped_with_its_file(tmp_path: Path, monkeypa
     assert spill.split(line_of({"content": [{"type": "text", "text": "w" * spill.MIN_BYTES}]}), tmp_path)
     assert len(list(tmp_path.iterdir())) == 1  # the stale one went when the next was made
     spill.forget(cut[1])
+
+
+def test_a_store_that_cannot_be_written_leaves_the_line_to_the_usual_parse(tmp_path: Path) -> None:
+    line = line_of(
+        {"content": [{"type": "text", "text": "q" * spill.MIN_BYTES}, {"type": "text", "text": "r" * spill.MIN_BYTES}]}
+    )
+    before = bytes(line)
+    with pytest.raises(OSError):
+        spill.split(line, tmp_path / "missing")  # the transport catches it and parses the line as it is
+    assert bytes(line) == before and not (tmp_path / "missing").exists()
+
+
+def test_a_failure_on_the_second_string_takes_the_first_ones_file_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    two = {
+        "content": [{"type": "text", "text": "q" * spill.MIN_BYTES}, {"type": "text", "text": "r" * spill.MIN_BYTES}]
+    }
+    real, made = spill._decode, []
+
+    def disk_full_on_the_second(*args: Any) -> spill.Spilled:
+        if made:
+            raise OSError(28, "No space left on device")
+        made.append(real(*args))
+        return made[-1]
+
+    monkeypatch.setattr(spill, "_decode", disk_full_on_the_second)
+    line = line_of(two)
+    with pytest.raises(OSError):
+        spill.split(line, tmp_path)
+    assert len(made) == 1 and not list(tmp_path.iterdir()) and json.loads(line)["result"] == two
