@@ -221,6 +221,23 @@ def fetch_p50(gw: Gateway, calls: int) -> float | None:
     return float(statistics.median(json.loads(out.stdout)["ms"]))
 
 
+async def open_sessions(stack: AsyncExitStack, gw: Gateway, n: int) -> list[ClientSession] | None:
+    """`n` client sessions on `gw`, each given three tries (mcp-hub answers an SSE connect with 500 now
+    and then); None, said, when one cannot be opened: that gateway is left out of the run."""
+    sessions = []
+    for _ in range(n):
+        for attempt in range(3):
+            try:
+                sessions.append(await stack.enter_async_context(gw.session()))
+                break
+            except Exception as exc:  # an ExceptionGroup from the client's task group, an HTTP error
+                if attempt == 2:
+                    print(f"{gw.name}: could not open a session ({type(exc).__name__}): left out of this run")
+                    return None
+                await anyio.sleep(0.5)
+    return sessions
+
+
 async def main(args: argparse.Namespace) -> None:
     gws = gateways(args.peers)
     lat: dict[str, list[float]] = {"direct": []}
@@ -237,7 +254,9 @@ async def main(args: argparse.Namespace) -> None:
         opened: list[tuple[Gateway, list[ClientSession]]] = []
         for gw in gws:
             await stack.enter_async_context(gw)
-            sessions = [await stack.enter_async_context(gw.session()) for _ in range(4)]
+            sessions = await open_sessions(stack, gw, 4)
+            if sessions is None:
+                continue
             opened.append((gw, sessions))
             for s in sessions:  # warm: every upstream started, every connection open
                 await s.call_tool(gw.tool, {"text": "warm"})
