@@ -3,7 +3,9 @@
 Why not the SDK's `stdio_client`: Coffer needs the child's pid to kill its whole process group
 quickly at shutdown, a stderr that is drained continuously into a bounded tail (a full 64 KB pipe
 hangs a child silently), and stdout lines that are not JSON-RPC dropped and counted instead of being
-handed to the session. Only `coffer.gateway.upstream` uses this module.
+handed to the session. Only `coffer.gateway.upstream` uses this module. For a gateway, the long
+strings of a big tools/call result are decoded from the line into files rather than parsed
+(`coffer.results.spill`), so that a 50 MB result costs the line and no second copy.
 
 On Linux each stdio child also dies with the gateway, even on `kill -9` (when no shutdown code runs):
 it is started under a small supervisor, `coffer.gateway.reaper`, which the kernel tells when the
