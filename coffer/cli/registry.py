@@ -167,6 +167,9 @@ def list_(as_json: JsonOpt = False) -> None:
     )
 
 
+_OWN = "; under the engine each session runs its own, from its first call to it"
+
+
 def _state_text(row: dict[str, Any]) -> str:
     """What a person needs to know first: will it run, and what to do if not."""
     state = str(row["state"])
@@ -216,7 +219,7 @@ def show(
         return
     hidden = ("tools", "name", "catalogued", "held", "list_error", "state")
     render.kv(
-        [("state", _state_text(data)), ("share", f"{how.mode} ({how.reason})")]
+        [("state", _state_text(data)), ("share", f"{how.mode} ({how.reason})" + (_OWN if how.per_session else ""))]
         + [(k, v) for k, v in data.items() if k not in hidden and k != "share"]
         + [("launch", cfg.launch_line())],
         title=name,

@@ -161,6 +161,7 @@ def test_show_says_which_share_mode_applies_and_why(coffer_home: Path) -> None:
     assert notes["mode"] == "shared" and notes["why"].startswith("auto")
     table = run_cli(runner, "show", "web").stdout  # type: ignore[attr-defined]
     assert "share" in table and "session (auto: it runs @playwright/mcp" in " ".join(table.split())
+    assert "each session runs its own, from its first call" in " ".join(table.split())
     run_cli(runner, "add", "scratch", "--no-probe", "--share", "shared", "--", "npx", "-y", "@playwright/mcp")
     assert 'share = "shared"' in (coffer_home / "coffer.toml").read_text()
     shown = run_cli(runner, "show", "scratch", "--json")
