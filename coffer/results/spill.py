@@ -44,7 +44,6 @@ class Spilled:
     token: str
     path: Path
     chars: int = 0
-    ascii: bool = True
     made: float = field(default_factory=time.monotonic)
 
     def slices(self, size: int = CHUNK) -> Iterator[str]:
@@ -141,7 +140,6 @@ def _decode(line: bytearray, start: int, stop: int, folder: Path, chunk: int) ->
                     high, text = text[-1], text[:-1]
                 fh.write(text)
                 spilled.chars += len(text)
-                spilled.ascii = spilled.ascii and text.isascii()
                 pos = end
             fh.write(high)
             spilled.chars += len(high)

@@ -131,15 +131,16 @@ def keep(
 
 def _dump(value: Any, put: Any) -> None:
     """`json.dumps(value)` written piece by piece: a long string goes out in slices, never whole twice."""
-    if isinstance(value, Spilled):  # decoded into a file by the transport (coffer.results.spill)
+    if isinstance(value, Spilled) or (isinstance(value, str) and len(value) > SLICE):
+        # a spilled string (coffer.results.spill) is read from its file a slice at a time
+        slices = (
+            value.slices(SLICE)
+            if isinstance(value, Spilled)
+            else (value[start : start + SLICE] for start in range(0, len(value), SLICE))
+        )
         put('"')
-        for piece in value.slices(SLICE):
+        for piece in slices:
             put(json.dumps(piece, ensure_ascii=False)[1:-1])
-        put('"')
-    elif isinstance(value, str) and len(value) > SLICE:
-        put('"')
-        for start in range(0, len(value), SLICE):
-            put(json.dumps(value[start : start + SLICE], ensure_ascii=False)[1:-1])
         put('"')
     elif isinstance(value, dict):
         put("{")
