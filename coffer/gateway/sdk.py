@@ -21,6 +21,14 @@ installed SDK is outside `SUPPORTED`, or when a private named here is gone. Each
 - `ServerSession._connection` (set in `ServerSession.__init__`): the host connection behind the
   per-request session proxy the SDK hands each handler. Hosts are told apart by it (one per stdio
   host or HTTP session) to route logs, subscriptions, relayed requests and tasks (`host_connection`).
+- `StreamableHTTPServerTransport._handle_post_request` is replaced for requests (`StreamableHTTPTransport`):
+  it answers JSON or SSE as each request needs (coffer.gateway.httpshape), where the SDK runs an SSE
+  event-source response for every request. It uses the transport's helpers as the original does
+  (`_read_stream_writer`, `_request_streams`, `_event_store`, `_check_content_type`,
+  `_validate_request_headers`, `_message_metadata`, `_create_session_message`, `_create_error_response`,
+  `_create_json_response`, `_clean_up_memory_streams`), and the session manager's `_admit_session` is
+  replaced to build that transport. Everything else (sessions, GET streams, DELETE, security, idle
+  expiry, the 2026-07-28 single-exchange path) is the SDK's.
 
 Public API that Coffer bends, kept here too so a change of the SDK's shape is found in one place:
 `Server.create_initialization_options` and `Server.get_capabilities` are overridden (`GatewayServer`)
@@ -30,10 +38,13 @@ to decide capabilities at each initialize from the live upstreams; `Server.middl
 from __future__ import annotations
 
 import importlib.metadata
+import logging
 import time
 from collections.abc import AsyncGenerator, Callable
+from http import HTTPStatus
 from typing import Any
 
+import anyio
 import httpx2
 import mcp_types as types
 from mcp import ClientSession
@@ -42,9 +53,35 @@ from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.session import ServerSession
+from mcp.server.streamable_http import (
+    MCP_SESSION_ID_HEADER,
+    REQUEST_STREAM_BUFFER_SIZE,
+    EventMessage,
+    check_accept_headers,
+)
+from mcp.server.streamable_http import StreamableHTTPServerTransport as _SDKTransport
+from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from coffer.gateway.httpshape import Reply, relay
+
+log = logging.getLogger(__name__)
 
 SUPPORTED = ((2, 3), (2, 4))  # [low, high) by (major, minor): the releases this module was written against
 DISTRIBUTIONS = ("mcp", "mcp-types")
+
+
+def _has(cls: type, name: str) -> Callable[[], bool]:
+    return lambda: callable(getattr(cls, name, None))
+
+
 PRIVATES: dict[str, Callable[[], bool]] = {
     "ClientSession.__init__ sets self._stamp": lambda: "_stamp" in ClientSession.__init__.__code__.co_names,
     "ClientSession.__init__ sets self._dispatcher": lambda: "_dispatcher" in ClientSession.__init__.__code__.co_names,
@@ -52,6 +89,27 @@ PRIVATES: dict[str, Callable[[], bool]] = {
     "OAuthClientProvider._initialize": lambda: callable(getattr(OAuthClientProvider, "_initialize", None)),
     "OAuthClientProvider._auth_flow": lambda: callable(getattr(OAuthClientProvider, "_auth_flow", None)),
     "mcp.server._otel.OpenTelemetryMiddleware": lambda: _otel_middleware() is not None,
+    **{
+        f"StreamableHTTPServerTransport.{name}": _has(_SDKTransport, name)
+        for name in (
+            "_handle_post_request",
+            "_check_content_type",
+            "_validate_request_headers",
+            "_message_metadata",
+            "_create_session_message",
+            "_create_error_response",
+            "_create_json_response",
+            "_clean_up_memory_streams",
+        )
+    },
+    "StreamableHTTPSessionManager._admit_session": _has(StreamableHTTPSessionManager, "_admit_session"),
+    "StreamableHTTPServerTransport.__init__ sets _request_streams and _event_store": lambda: (
+        {
+            "_request_streams",
+            "_event_store",
+        }
+        <= set(_SDKTransport.__init__.__code__.co_names)
+    ),
 }
 
 
@@ -190,3 +248,120 @@ class GatewayServer(Server[Any]):
 
     def get_capabilities(self, *args: Any, **kwargs: Any) -> types.ServerCapabilities:
         return self._adjust(super().get_capabilities(*args, **kwargs))
+
+
+class StreamableHTTPTransport(_SDKTransport):
+    """The SDK's streamable HTTP transport, but a POSTed request is answered JSON or SSE as it needs
+    (coffer.gateway.httpshape); with an event store (resumable streams, which Coffer does not use) or
+    in JSON-only mode the SDK's own handler runs."""
+
+    async def _handle_post_request(self, scope: Scope, request: Request, receive: Receive, send: Send) -> None:
+        writer = self._read_stream_writer
+        if self.is_json_response_enabled or self._event_store is not None or writer is None:
+            await super()._handle_post_request(scope, request, receive, send)
+            return
+        reply = Reply(
+            send, [(MCP_SESSION_ID_HEADER.encode(), self.mcp_session_id.encode())] if self.mcp_session_id else []
+        )
+        try:
+            refusal = await self._refusal(request)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+            body = await request.body()
+            try:
+                message = types.jsonrpc_message_adapter.validate_json(body, by_name=False)
+            except ValidationError as e:
+                parse = any(err["type"] == "json_invalid" for err in e.errors())
+                what, code = ("Parse error", types.PARSE_ERROR) if parse else ("Validation error", types.INVALID_PARAMS)
+                await self._create_error_response(f"{what}: {e}", HTTPStatus.BAD_REQUEST, code)(scope, receive, send)
+                return
+            initialize = isinstance(message, types.JSONRPCRequest) and message.method == "initialize"
+            if initialize:
+                claimed = request.headers.get(MCP_SESSION_ID_HEADER)
+                if self.mcp_session_id and claimed and claimed != self.mcp_session_id:
+                    response = self._create_error_response(
+                        "Not Found: Invalid or expired session ID", HTTPStatus.NOT_FOUND
+                    )
+                    await response(scope, receive, send)
+                    return
+            elif not await self._validate_request_headers(request, send):
+                return
+            if not isinstance(message, types.JSONRPCRequest):  # a notification or a response: 202, then passed on
+                await self._create_json_response(None, HTTPStatus.ACCEPTED)(scope, receive, send)
+                await writer.send(SessionMessage(message, metadata=self._message_metadata(request)))
+                return
+            version = (
+                str(message.params.get("protocolVersion", types.DEFAULT_NEGOTIATED_VERSION))
+                if initialize and message.params
+                else request.headers.get(MCP_PROTOCOL_VERSION_HEADER, types.DEFAULT_NEGOTIATED_VERSION)
+            )
+            request_id = str(message.id)
+            streams = anyio.create_memory_object_stream[EventMessage](REQUEST_STREAM_BUFFER_SIZE)
+            self._request_streams[request_id] = streams
+            try:
+                await writer.send(self._create_session_message(message, request, request_id, version))
+                if not await relay(streams[1], reply):
+                    response = self._create_error_response(
+                        "Session terminated before the request completed",
+                        HTTPStatus.INTERNAL_SERVER_ERROR,
+                        types.INTERNAL_ERROR,
+                    )
+                    await response(scope, receive, send)
+            finally:
+                await self._clean_up_memory_streams(request_id)
+        except Exception as err:
+            log.exception("Error handling POST request")
+            if not reply.started:
+                response = self._create_error_response(
+                    "Error handling POST request", HTTPStatus.INTERNAL_SERVER_ERROR, types.INTERNAL_ERROR
+                )
+                await response(scope, receive, send)
+            else:
+                await reply.end()
+            await writer.send(err)
+
+    async def _refusal(self, request: Request) -> Any:
+        """The error response for a POST whose headers are wrong, else None."""
+        has_json, has_sse = check_accept_headers(request)
+        if not (has_json and has_sse):
+            return self._create_error_response(
+                "Not Acceptable: Client must accept both application/json and text/event-stream",
+                HTTPStatus.NOT_ACCEPTABLE,
+            )
+        if not self._check_content_type(request):
+            return self._create_error_response(
+                "Unsupported Media Type: Content-Type must be application/json", HTTPStatus.UNSUPPORTED_MEDIA_TYPE
+            )
+        return None
+
+
+class _SessionManager(StreamableHTTPSessionManager):
+    def _admit_session(self, requestor: Any) -> Any:
+        admitted = super()._admit_session(requestor)
+        if admitted is None:
+            return None
+        session_id = admitted.mcp_session_id
+        assert session_id is not None  # stateful sessions always have one
+        transport = StreamableHTTPTransport(
+            mcp_session_id=session_id,
+            is_json_response_enabled=self.json_response,
+            event_store=self.event_store,
+            security_settings=self.security_settings,
+            retry_interval=self.retry_interval,
+            idle_timeout=self.session_idle_timeout,
+        )
+        self._server_instances[session_id] = transport
+        return transport
+
+
+def streamable_http_app(server: Server[Any], path: str = "/mcp") -> Starlette:
+    """The server's streamable HTTP app on 127.0.0.1, as `Server.streamable_http_app(host="127.0.0.1")`
+    builds it (Host and Origin checks on, the SDK's limits), with `StreamableHTTPTransport` per session."""
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+    manager = _SessionManager(app=server, security_settings=security)
+    return Starlette(routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run())

@@ -309,10 +309,10 @@ def http_server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any
     `quiet`: it leaves signals to its process (the engine runs several, one per `serve --http`)."""
     import uvicorn
 
-    from coffer.gateway.httpshape import json_when_single
+    from coffer.gateway.sdk import streamable_http_app
 
     # Host and Origin checks stay on; an answer with nothing before it goes out as JSON (httpshape)
-    app = _versioned(json_when_single(gateway.server.streamable_http_app(host="127.0.0.1")))
+    app = _versioned(streamable_http_app(gateway.server))
     if token is not None:
         app = _guarded(app, token)
     # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)

@@ -105,10 +105,42 @@ def test_answers_are_json_unless_something_comes_first(wire: Wire) -> None:
     kind, messages = call(wire, "slow", {"seconds": 1.6})
     assert kind == "text/event-stream" and messages[-1]["result"]["content"][0]["text"] == "slow done"
 
-    # a big answer (5 MB) streams rather than being held whole
-    kind, messages = call(wire, "big", {"kb": 5 * 1024, "word": "needle"})
-    assert kind == "text/event-stream" and "needle" in messages[-1]["result"]["content"][0]["text"]
+    # a big answer (5 MB) is one JSON body too: it is whole in memory by then, and framing it as SSE
+    # would only copy it
+    kind, [answer] = call(wire, "big", {"kb": 5 * 1024, "word": "needle"})
+    assert kind == "application/json" and "needle" in answer["result"]["content"][0]["text"]
     kind, [answer] = call(wire, "big", {"kb": 40, "word": "needle"})
     assert kind == "application/json" and len(answer["result"]["content"][0]["text"]) > 30_000
 
     assert wire.conn.sock is sock  # every answer was read to its end on the one kept-alive connection
+
+
+def raw(wire: Wire, body: bytes, **headers: str | None) -> tuple[int, dict[str, Any] | None]:
+    """POST `body` as it is, with the session's headers and `headers` (`_` for `-`; None: left out)."""
+    sent = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    sent |= {"Mcp-Session-Id": wire.session or "", "MCP-Protocol-Version": "2025-11-25"}
+    sent |= {k.replace("_", "-"): v for k, v in headers.items()}
+    wire.conn.request("POST", "/mcp", body=body, headers={k: v for k, v in sent.items() if v is not None})
+    response = wire.conn.getresponse()
+    text = response.read()
+    is_json = (response.getheader("content-type") or "").startswith("application/json")
+    return response.status, json.loads(text) if text and is_json else None
+
+
+def test_bad_posts_get_the_status_and_error_the_sdk_gives(wire: Wire) -> None:
+    status, error = raw(wire, b'{"jsonrpc": "2.0", "id": 1, "method": ')
+    assert status == 400 and error is not None and error["error"]["code"] == -32700
+    status, error = raw(wire, b'{"jsonrpc": "1.0", "id": 1, "method": "ping"}')
+    assert status == 400 and error is not None and error["error"]["code"] == -32602
+    status, error = raw(wire, b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', Accept="application/json")
+    assert status == 406 and error is not None and "text/event-stream" in error["error"]["message"]
+    status, error = raw(wire, b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', Content_Type="text/plain")
+    assert status in (400, 415)  # the SDK's Host/Origin/Content-Type check answers first, in plain text
+    status, error = raw(wire, b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', Mcp_Session_Id=None)
+    assert status == 400 and error is not None and "session" in error["error"]["message"].lower()
+    status, error = raw(wire, b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', Mcp_Session_Id="not-this-one")
+    assert status == 404
+    status, error = raw(wire, b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}')
+    assert (status, error) == (202, None)
+    status, answer = raw(wire, b'{"jsonrpc": "2.0", "id": "after", "method": "ping"}')  # the session still works
+    assert status == 200 and answer == {"jsonrpc": "2.0", "id": "after", "result": {}}

@@ -14,7 +14,17 @@ from coffer.gateway import sdk
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_BASES = {"MCPError"}  # the SDK's public error, subclassed to raise a kind of it (rounds.UnknownRound)
-PRIVATE_NAMES = {"_stamp", "_dispatcher", "_initialize", "_auth_flow", "send_raw_request", "_connection"}
+PRIVATE_NAMES = {
+    "_stamp",
+    "_dispatcher",
+    "_initialize",
+    "_auth_flow",
+    "send_raw_request",
+    "_connection",
+    "_handle_post_request",
+    "_admit_session",
+    "_request_streams",
+}
 
 
 def test_the_installed_sdk_is_the_one_sdk_py_was_written_for() -> None:
