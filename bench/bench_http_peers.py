@@ -274,11 +274,24 @@ async def main(args: argparse.Namespace) -> None:
                 got = await anyio.to_thread.run_sync(fetch_p50, gw, args.calls * 2)
                 if got is not None:
                     fetched.setdefault(gw.name, []).append(got)
+        # printed before the sessions and gateways close, so an error on the way out loses no figures
+        report(args, [gw.name for gw, _ in opened], lat, big, one, many, fetched)
+
+
+def report(
+    args: argparse.Namespace,
+    names: list[str],
+    lat: dict[str, list[float]],
+    big: dict[str, list[float]],
+    one: dict[str, list[float]],
+    many: dict[str, list[float]],
+    fetched: dict[str, list[float]],
+) -> None:
     base, base_big = statistics.median(lat["direct"]), statistics.median(big["direct"])
     print(f"\ndirect stdio echo p50 {base:.2f} ms, 0.9 MB result p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
     head = f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'0.9 MB added':>13} {'200 conc/s':>11} {'4x50 /s':>9}"
     print(head + f" {'fetch p50':>10}")
-    for name in [gw.name for gw, _ in opened]:
+    for name in names:
         p50 = statistics.median(lat[name]) - base
         p95 = statistics.quantiles(lat[name], n=20)[18] - statistics.quantiles(lat["direct"], n=20)[18]
         b = statistics.median(big[name]) - base_big
@@ -287,6 +300,12 @@ async def main(args: argparse.Namespace) -> None:
             f"{statistics.median(one[name]):11.0f} {statistics.median(many[name]):9.0f} "
             + (f"{statistics.median(fetched[name]):8.2f}ms" if fetched.get(name) else f"{'-':>10}")
         )
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
 
 
 if __name__ == "__main__":
@@ -299,4 +318,9 @@ if __name__ == "__main__":
     if ns.install:
         install(ns.peers)
     else:
-        anyio.run(main, ns)
+        try:
+            anyio.run(main, ns)
+        except BaseException as exc:  # one line per error, not a ten-deep exception group
+            for leaf in leaves(exc):
+                print(f"bench stopped: {type(leaf).__name__}: {leaf}", file=sys.stderr)
+            sys.exit(1)

@@ -168,6 +168,8 @@ class Engine:
                     while await reader.read(4096):  # the front says nothing more: EOF is its going
                         pass
                 server.should_exit = True
+                for listening in server.servers:  # now, not at uvicorn's next check: a new front may want
+                    listening.close()  # the port, and a client must not open a session on a server going away
         finally:
             sock.close()
 

@@ -144,6 +144,41 @@ async def test_serve_over_http_and_stop_cleanly(coffer_home: Path, standalone: b
             proc.wait(5)
 
 
+async def test_a_front_restarted_on_its_port_serves_every_new_session(coffer_home: Path) -> None:
+    """`serve --http PORT` stopped and started again at once (a user's restart): the engine stays, and
+    no session opened after the restart may land on the old front's server while it winds down (each
+    of its later requests would then reach the new one and be told "Session not found")."""
+    add_fixture(coffer_home, "alpha", "relay")
+    port = free_port()
+    argv = [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--no-auth"]
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        for _ in range(3):
+            proc = subprocess.Popen(
+                argv, env=serve_env(coffer_home), stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            try:  # as a client retrying would: the sessions open as soon as the port takes a connection
+                await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http to listen")
+                async with anyio.create_task_group() as tg:
+                    for n in range(3):
+
+                        async def one(n: int = n) -> None:
+                            async with (
+                                streamable_http_client(url) as (read, write),
+                                ClientSession(read, write) as session,
+                            ):
+                                await session.initialize()
+                                for _ in range(3):  # each call on a connection of its own, often
+                                    assert text(await session.call_tool("alpha__echo", {"text": f"s{n}"})) == f"s{n}"
+
+                        tg.start_soon(one)
+            finally:
+                proc.terminate()
+                proc.wait(10)
+    finally:
+        control.stop(coffer_home / "coffer.toml")
+
+
 def test_port_in_use_is_one_error_and_nothing_starts(coffer_home: Path, tmp_path: Path) -> None:
     events = tmp_path / "events"
     add_fixture(coffer_home, "alpha", events=events)
