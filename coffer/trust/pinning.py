@@ -71,6 +71,19 @@ TRUST_TABLES = (
     "CREATE TABLE IF NOT EXISTS trust_events (id INTEGER PRIMARY KEY, ts REAL NOT NULL, server TEXT NOT NULL, "
     "tool TEXT, event TEXT NOT NULL, old_hash TEXT, new_hash TEXT)",
 )
+# A counter every change to the trust tables bumps (triggers, so every writer does, in any process): the
+# gateway checks trust on each call, and `PRAGMA data_version` alone changes with every commit to
+# coffer.db, the call log's one per call included, which made each call re-read both tables.
+TRUST_VERSION = (
+    "CREATE TABLE IF NOT EXISTS trust_version (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO trust_version (id, n) VALUES (1, 0)",
+    *(
+        f"CREATE TRIGGER IF NOT EXISTS {table}_{op.lower()}_version AFTER {op} ON {table} "
+        "BEGIN UPDATE trust_version SET n = n + 1 WHERE id = 1; END"
+        for table in ("trust_servers", "trust_tools")
+        for op in ("INSERT", "UPDATE", "DELETE")
+    ),
+)
 
 
 @functools.cache
@@ -84,6 +97,11 @@ def migrations() -> Migrations:
     @found()
     def m0001_trust(db: sqlite_utils.Database) -> None:
         for statement in TRUST_TABLES:
+            db.execute(statement)
+
+    @found()
+    def m0002_trust_version(db: sqlite_utils.Database) -> None:
+        for statement in TRUST_VERSION:
             db.execute(statement)
 
     return found
@@ -112,6 +130,7 @@ class Pins:
         self.new_tools = new_tools
         self._lock = threading.RLock()
         self._cache: tuple[int, dict[str, str | None], set[tuple[str, str]]] | None = None
+        self._trust: int | None = None  # `trust_version` when the cache was read
         self._generation = 0
 
     @classmethod
@@ -162,17 +181,33 @@ class Pins:
         """(approved launch hash per server, held (server, name) pairs), reloaded when coffer.db changed."""
         with self._lock:
             version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
-            if self._cache is None or self._cache[0] != version:
-                servers = dict(self.db.execute("SELECT server, hash FROM trust_servers").fetchall())
-                held: set[tuple[str, str]] = set()
-                for server, tool, exposed in self.db.execute(
-                    "SELECT server, tool, exposed FROM trust_tools WHERE state != 'approved'"
-                ):
-                    held |= {(server, tool), (server, exposed or tool)}
-                if self._cache is None or (servers, held) != self._cache[1:]:
-                    self._generation += 1  # not for commits that left trust alone: the call log's, every call
-                self._cache = (version, servers, held)
+            if self._cache is None or self._cache[0] != version:  # a commit: to trust, or the call log's
+                trust = self._trust_version()  # read first: an edit after it is seen at the next check
+                if self._cache is not None and trust is not None and trust == self._trust:
+                    self._cache = (version, self._cache[1], self._cache[2])
+                else:
+                    self._trust = trust
+                    self._cache = self._reload(version)
             return self._cache[1], self._cache[2]
+
+    def _reload(self, version: int) -> tuple[int, dict[str, str | None], set[tuple[str, str]]]:
+        servers = dict(self.db.execute("SELECT server, hash FROM trust_servers").fetchall())
+        held: set[tuple[str, str]] = set()
+        for server, tool, exposed in self.db.execute(
+            "SELECT server, tool, exposed FROM trust_tools WHERE state != 'approved'"
+        ):
+            held |= {(server, tool), (server, exposed or tool)}
+        if self._cache is None or (servers, held) != self._cache[1:]:
+            self._generation += 1
+        return version, servers, held
+
+    def _trust_version(self) -> int | None:
+        """The trust tables' change counter (None where it is missing: a read-only view of an old vault)."""
+        try:
+            row = self.db.execute("SELECT n FROM trust_version WHERE id = 1").fetchone()
+        except sqlite3.Error:
+            return None
+        return None if row is None else int(row[0])
 
     def stamp(self) -> int:
         """Changes whenever the trust state changed (here or in another process, e.g. `coffer approve`)."""

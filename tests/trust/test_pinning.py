@@ -268,3 +268,26 @@ def test_a_running_gateway_sees_approvals_made_elsewhere(cli: CliRunner, coffer_
             [sys.executable, "-m", "coffer", "approve", "gh__search"], env=subprocess_env(coffer_home), check=True
         )
         assert serve.stamp() != before and not serve.is_held("gh", "gh__search")
+
+
+def test_a_commit_that_leaves_trust_alone_is_not_a_reason_to_reread_it(coffer_home: Path) -> None:
+    """The call log commits to coffer.db on every call; the gateway checks trust on every call too."""
+    from coffer.log.calls import CallLog, CallRecord
+
+    with Pins.open() as serve:
+        serve.observe("gh", tools("gh", SEARCH))
+        before = serve.stamp()
+        statements: list[str] = []
+        serve.db.conn.set_trace_callback(statements.append)
+        log = CallLog.open()
+        try:
+            for n in range(3):
+                log.record(CallRecord(float(n), None, None, "gh", "search", 1.0, "ok"))
+                assert log.flush()
+                assert serve.stamp() == before
+        finally:
+            log.close()
+        assert statements and not [s for s in statements if "trust_servers" in s or "trust_tools" in s]
+        with Pins.open() as elsewhere:  # another connection, as `coffer approve` in its own process
+            elsewhere.observe("gh", tools("gh", changed(SEARCH, ("description",), "evil")))
+        assert serve.stamp() != before and serve.is_held("gh", "gh__search")
