@@ -19,6 +19,7 @@ idle stream open. The answer's JSON is written once, as bytes, and sent as it is
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
@@ -27,6 +28,7 @@ from mcp_types import JSONRPCError, JSONRPCResponse
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Any, Any, Send], Awaitable[None]]
 
 HOLD_S = 1.0  # an answer not there by then streams as SSE (a new connection costs ~1 ms; the call took 1 s)
 PING_S = 15.0  # sse-starlette's default, which the SDK's SSE answers used
@@ -110,3 +112,35 @@ async def relay(messages: ObjectReceiveStream[Any], reply: Reply) -> bool:
             return True
         await reply.event(body)
         wait = PING_S
+
+
+def lifespan_app(lifespan: Callable[[], AbstractAsyncContextManager[Any]], path: str, app: App) -> App:
+    """`app` at `path` (404 elsewhere), `lifespan` entered at the server's startup and left at its shutdown."""
+    missing = b'{"error": "not found: coffer serves MCP at /mcp"}'
+
+    async def routed(scope: Any, receive: Any, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(lifespan, receive, send)
+        elif scope["type"] == "http" and scope["path"] == path:
+            await app(scope, receive, send)
+        elif scope["type"] == "http":
+            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(missing)).encode())]
+            await send({"type": "http.response.start", "status": 404, "headers": headers})
+            await send({"type": "http.response.body", "body": missing})
+
+    return routed
+
+
+async def _lifespan(lifespan: Callable[[], AbstractAsyncContextManager[Any]], receive: Any, send: Send) -> None:
+    await receive()  # lifespan.startup
+    started = False
+    try:
+        async with lifespan():
+            await send({"type": "lifespan.startup.complete"})
+            started = True
+            await receive()  # lifespan.shutdown
+    except Exception as exc:
+        failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+        await send({"type": failed, "message": f"{type(exc).__name__}: {exc}"})
+        raise
+    await send({"type": "lifespan.shutdown.complete"})

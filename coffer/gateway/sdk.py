@@ -65,12 +65,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
-from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from coffer.gateway.httpshape import Reply, relay
+from coffer.gateway.httpshape import Reply, lifespan_app, relay
 
 log = logging.getLogger(__name__)
 
@@ -355,13 +353,15 @@ class _SessionManager(StreamableHTTPSessionManager):
         return transport
 
 
-def streamable_http_app(server: Server[Any], path: str = "/mcp") -> Starlette:
-    """The server's streamable HTTP app on 127.0.0.1, as `Server.streamable_http_app(host="127.0.0.1")`
-    builds it (Host and Origin checks on, the SDK's limits), with `StreamableHTTPTransport` per session."""
+def streamable_http_app(server: Server[Any], path: str = "/mcp") -> Any:
+    """The server's streamable HTTP app on 127.0.0.1 as `Server.streamable_http_app(host="127.0.0.1")`
+    builds it (Host and Origin checks on, the SDK's limits), with `StreamableHTTPTransport` per session,
+    served at `path` by a bare ASGI app (Starlette's router and its two middlewares wrapped every request
+    and every message sent, for one route)."""
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
         allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
     )
     manager = _SessionManager(app=server, security_settings=security)
-    return Starlette(routes=[Route(path, endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run())
+    return lifespan_app(manager.run, path, StreamableHTTPASGIApp(manager))

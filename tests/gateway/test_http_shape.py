@@ -142,5 +142,8 @@ def test_bad_posts_get_the_status_and_error_the_sdk_gives(wire: Wire) -> None:
     assert status == 404
     status, error = raw(wire, b'{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 9}}')
     assert (status, error) == (202, None)
+    wire.conn.request("GET", "/.well-known/oauth-protected-resource")  # a client looking for OAuth metadata
+    response = wire.conn.getresponse()
+    assert response.status == 404 and "/mcp" in json.loads(response.read())["error"]
     status, answer = raw(wire, b'{"jsonrpc": "2.0", "id": "after", "method": "ping"}')  # the session still works
     assert status == 200 and answer == {"jsonrpc": "2.0", "id": "after", "result": {}}
