@@ -13,6 +13,8 @@ measured in bench_big_call.py). The baseline is the fixture called directly over
 Measured, in interleaved rounds so machine load weighs on all alike:
   - added latency: p50 of an echo call through the gateway minus p50 direct;
   - calls/s with 200 concurrent calls on one client session, and with 4 sessions x 50;
+  - the gateway's CPU time per call during those two loads (its processes, the upstream's left out): what
+    the gateway itself costs, apart from the client, which shares the machine's cores with it;
   - a 0.9 MB result (a small call, 0.9 MB back; the SDK's SSE client takes no event over 1 MB):
     p50 added over direct;
   - echo p50 from Node's global fetch (bench/http_clients/fetch_client.mjs), a kept-alive client as
@@ -106,6 +108,16 @@ class Gateway:
         )
         await listening(self.port)
         return self
+
+    def pids(self) -> list[int]:
+        """The gateway's own processes' roots: its command, and for Coffer's engine mode the engine too."""
+        assert self.proc is not None
+        roots = [self.proc.pid]
+        if self.name == "coffer (engine)":
+            argv = [sys.executable, "-m", "coffer", "status", "--json"]
+            out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60).stdout
+            roots.append(int(json.loads(out)["engine"]["engine"]["pid"]))
+        return roots
 
     async def __aexit__(self, *exc: Any) -> None:
         assert self.proc is not None
@@ -208,6 +220,34 @@ async def rate(sessions: list[ClientSession], tool: str, per_session: int) -> fl
     return len(sessions) * per_session / (time.perf_counter() - t0)
 
 
+def cpu_seconds(roots: list[int]) -> float:
+    """User and system CPU seconds of `roots` and their descendants, the upstream fixture's left out."""
+    parent: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    tree, todo = set(), list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo += [child for child, up in parent.items() if up == pid]
+    total = 0
+    for pid in tree:
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if any(arg.endswith(b"upstream_fixture.py") for arg in argv[:2]):  # the upstream itself
+                continue
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def fetch_p50(gw: Gateway, calls: int) -> float | None:
     """p50 ms of `calls` echo calls from Node's fetch (None without node or for an SSE-only gateway)."""
     node = shutil.which("node")
@@ -245,6 +285,7 @@ async def main(args: argparse.Namespace) -> None:
     one: dict[str, list[float]] = {}
     many: dict[str, list[float]] = {}
     fetched: dict[str, list[float]] = {}
+    cost: dict[str, list[float]] = {}
     params = StdioServerParameters(command=sys.executable, args=UPSTREAM)
     async with AsyncExitStack() as stack:
         errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (closed by the stack)
@@ -252,12 +293,14 @@ async def main(args: argparse.Namespace) -> None:
         direct = await stack.enter_async_context(ClientSession(read, write))
         await direct.initialize()
         opened: list[tuple[Gateway, list[ClientSession]]] = []
+        roots: dict[str, list[int]] = {}
         for gw in gws:
             await stack.enter_async_context(gw)
             sessions = await open_sessions(stack, gw, 4)
             if sessions is None:
                 continue
             opened.append((gw, sessions))
+            roots[gw.name] = gw.pids()
             for s in sessions:  # warm: every upstream started, every connection open
                 await s.call_tool(gw.tool, {"text": "warm"})
         for r in range(args.rounds):
@@ -269,13 +312,15 @@ async def main(args: argparse.Namespace) -> None:
                 tool = gw.tool
                 lat.setdefault(gw.name, []).extend(await timed(s, tool, {"text": "hi"}, args.calls))
                 big.setdefault(gw.name, []).extend(await timed(s, tool.replace("echo", "big"), MB, 3))
+                cpu = cpu_seconds(roots[gw.name])
                 one.setdefault(gw.name, []).append(await rate([s], tool, 200))
                 many.setdefault(gw.name, []).append(await rate(sessions, tool, 50))
+                cost.setdefault(gw.name, []).append((cpu_seconds(roots[gw.name]) - cpu) * 1000 / 400)
                 got = await anyio.to_thread.run_sync(fetch_p50, gw, args.calls * 2)
                 if got is not None:
                     fetched.setdefault(gw.name, []).append(got)
         # printed before the sessions and gateways close, so an error on the way out loses no figures
-        report(args, [gw.name for gw, _ in opened], lat, big, one, many, fetched)
+        report(args, [gw.name for gw, _ in opened], lat, big, one, many, fetched, cost)
 
 
 def report(
@@ -286,11 +331,12 @@ def report(
     one: dict[str, list[float]],
     many: dict[str, list[float]],
     fetched: dict[str, list[float]],
+    cost: dict[str, list[float]],
 ) -> None:
     base, base_big = statistics.median(lat["direct"]), statistics.median(big["direct"])
     print(f"\ndirect stdio echo p50 {base:.2f} ms, 0.9 MB result p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
     head = f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'0.9 MB added':>13} {'200 conc/s':>11} {'4x50 /s':>9}"
-    print(head + f" {'fetch p50':>10}")
+    print(head + f" {'fetch p50':>10} {'CPU/call':>9}")
     for name in names:
         p50 = statistics.median(lat[name]) - base
         p95 = statistics.quantiles(lat[name], n=20)[18] - statistics.quantiles(lat["direct"], n=20)[18]
@@ -299,6 +345,7 @@ def report(
             f"{name:22} {p50:8.2f}ms {p95:8.2f}ms {b:11.1f}ms "
             f"{statistics.median(one[name]):11.0f} {statistics.median(many[name]):9.0f} "
             + (f"{statistics.median(fetched[name]):8.2f}ms" if fetched.get(name) else f"{'-':>10}")
+            + f" {statistics.median(cost[name]):7.2f}ms"
         )
 
 
