@@ -130,6 +130,32 @@ def pieces(data: bytes) -> Iterator[memoryview]:
     return (view[start : start + WRITE_CHUNK] for start in range(0, len(view), WRITE_CHUNK))
 
 
+WRITE_BATCH = 64  # queued messages written together at most
+SMALL_MESSAGE = 64 << 10  # a message up to this size is joined with its newline (and its neighbours)
+
+
+def lines(batch: list[SessionMessage], calls: set[types.RequestId] | None) -> Iterator[bytes | memoryview]:
+    """The buffers to write for `batch`, newline-delimited: small messages joined into one buffer (one
+    write, where two per message woke the child twice); a big one in `pieces` with no copy, pydantic's
+    bytes as they are (no str copy, no re-encoding). The ids of tools/call requests go into `calls`."""
+    joined: list[bytes] = []
+    for message in batch:
+        sent = message.message
+        if calls is not None and isinstance(sent, types.JSONRPCRequest) and sent.method == "tools/call":
+            calls.add(sent.id)
+        data = wire_bytes(sent)
+        if len(data) <= SMALL_MESSAGE:
+            joined += (data, b"\n")
+            continue
+        if joined:
+            yield b"".join(joined)
+            joined = []
+        yield from pieces(data)
+        yield b"\n"
+    if joined:
+        yield b"".join(joined)
+
+
 def wire_bytes(message: types.JSONRPCMessage) -> bytes:
     """A message as the JSON bytes pydantic writes (what model_dump_json returns, before it decodes them)."""
     return message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
@@ -321,15 +347,16 @@ async def stdio_pipe(
         assert process.stdin is not None
         try:
             async with write_recv:
-                async for message in write_recv:
-                    sent = message.message
-                    if calls is not None and isinstance(sent, types.JSONRPCRequest) and sent.method == "tools/call":
-                        calls.add(sent.id)
-                    # bytes straight from pydantic, the newline sent on its own: no str copy, no re-encoding
-                    for piece in pieces(wire_bytes(message.message)):
-                        await process.stdin.send(piece)  # type: ignore[arg-type]  # anyio writes any buffer
-                    await process.stdin.send(b"\n")
-                    del piece, message, sent  # not held while waiting for the next message
+                async for first in write_recv:
+                    # what else is queued goes in the same write (concurrent calls: one wake-up of the child)
+                    batch = [first]
+                    with contextlib.suppress(anyio.WouldBlock):
+                        while len(batch) < WRITE_BATCH:
+                            batch.append(write_recv.receive_nowait())
+                    for line in lines(batch, calls):
+                        await process.stdin.send(line)  # type: ignore[arg-type]  # anyio writes any buffer
+                        del line  # a big message's last slice is not held while waiting for the next
+                    del first, batch
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await read_send.aclose()
             return

@@ -10,10 +10,11 @@ from pathlib import Path
 import anyio
 import mcp_types as types
 import pytest
+from mcp.shared.message import SessionMessage
 
 from coffer.errors import UpstreamError
 from coffer.gateway.pool import Pool, StartGate, probe
-from coffer.gateway.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
+from coffer.gateway.transport import SMALL_MESSAGE, TAIL_BYTES, StreamStats, child_env, lines, stdio_pipe
 from coffer.gateway.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
 from coffer.vault.registry import ServerConfig
 from tests.fixtures.gateway_harness import FIXTURE, descendants
@@ -131,7 +132,7 @@ async def test_env_is_what_the_registry_declares(monkeypatch: pytest.MonkeyPatch
     async with Pool() as pool:
         pool.sync([cfg])
         up = pool.upstreams["envy"]
-        got = {}
+        got: dict[types.RequestId, str] = {}
         for var in ("DECLARED", "TOKEN", "COFFER_TEST_PARENT_ONLY", "PATH"):
             result = await up.request(call("env", name=var))
             got[var] = result["content"][0]["text"]
@@ -166,3 +167,40 @@ async def test_crash_mid_call_then_restart_on_next_call() -> None:
         second = (await up.request(call("pid")))["content"][0]["text"]
         assert second != first and up.spawns == 2 and up.state is State.READY
         assert up.status()["failures"] == 1
+
+
+def _request(n: int, text: str = "x") -> SessionMessage:
+    params = {"name": "echo", "arguments": {"text": text}}
+    return SessionMessage(types.JSONRPCRequest(jsonrpc="2.0", id=n, method="tools/call", params=params))
+
+
+def test_queued_messages_are_written_together_and_a_big_one_is_not_copied() -> None:
+    big = _request(3, "b" * (SMALL_MESSAGE + 1))
+    batch = [_request(1), _request(2), big, _request(4)]
+    calls: set[types.RequestId] = set()
+    written = list(lines(batch, calls))
+    assert calls == {1, 2, 3, 4}
+    first = bytes(written[0])
+    assert first.count(b"\n") == 2 and first.endswith(b"\n")  # two small ones, one buffer
+    assert all(isinstance(piece, memoryview) for piece in written[1:-2])  # slices of pydantic's bytes
+    assert written[-2] == b"\n" and bytes(written[-1]).count(b"\n") == 1
+    stream = b"".join(bytes(piece) for piece in written)
+    assert [int(line.split(b'"id":')[1].split(b",")[0]) for line in stream.splitlines()] == [1, 2, 3, 4]
+
+
+async def test_concurrent_writers_reach_the_child_whole_and_in_order() -> None:
+    """`cat` sends back what it is sent: 40 requests sent at once, one of them big, come back as sent."""
+    sizes = {n: (SMALL_MESSAGE * 2 if n == 17 else 10 + n) for n in range(40)}
+    async with stdio_pipe(["/bin/cat"], child_env({}), None, StreamStats(), lambda: None) as (read, write):
+        async with anyio.create_task_group() as tg:
+            for n, size in sizes.items():
+                tg.start_soon(write.send, _request(n, str(n % 10) * size))
+        got: dict[types.RequestId, str] = {}
+        with anyio.fail_after(20):
+            while len(got) < len(sizes):
+                message = await read.receive()
+                assert isinstance(message, SessionMessage)
+                request = message.message
+                assert isinstance(request, types.JSONRPCRequest) and request.params is not None
+                got[request.id] = request.params["arguments"]["text"]
+    assert got == {n: str(n % 10) * size for n, size in sizes.items()}
