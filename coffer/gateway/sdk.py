@@ -37,6 +37,7 @@ to decide capabilities at each initialize from the live upstreams; `Server.middl
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import logging
 import time
@@ -316,7 +317,8 @@ class StreamableHTTPTransport(_SDKTransport):
                 )
                 await response(scope, receive, send)
             else:
-                await reply.end()
+                with contextlib.suppress(Exception):  # the client may be gone: that is what failed
+                    await reply.end()
             await writer.send(err)
 
     async def _refusal(self, request: Request) -> Any:
