@@ -27,8 +27,8 @@ installed SDK is outside `SUPPORTED`, or when a private named here is gone. Each
   (`_read_stream_writer`, `_request_streams`, `_event_store`, `_check_content_type`,
   `_validate_request_headers`, `_message_metadata`, `_create_session_message`, `_create_error_response`,
   `_create_json_response`, `_clean_up_memory_streams`), and the session manager's `_admit_session` is
-  replaced to build that transport. Everything else (sessions, GET streams, DELETE, security, idle
-  expiry, the 2026-07-28 single-exchange path) is the SDK's.
+  extended to make the transport it built that one. Everything else (sessions, GET streams, DELETE,
+  security, idle expiry, the 2026-07-28 single-exchange path) is the SDK's.
 
 Public API that Coffer bends, kept here too so a change of the SDK's shape is found in one place:
 `Server.create_initialization_options` and `Server.get_capabilities` are overridden (`GatewayServer`)
@@ -85,8 +85,8 @@ PRIVATES: dict[str, Callable[[], bool]] = {
     "ClientSession.__init__ sets self._stamp": lambda: "_stamp" in ClientSession.__init__.__code__.co_names,
     "ClientSession.__init__ sets self._dispatcher": lambda: "_dispatcher" in ClientSession.__init__.__code__.co_names,
     "ServerSession.__init__ sets self._connection": lambda: "_connection" in ServerSession.__init__.__code__.co_names,
-    "OAuthClientProvider._initialize": lambda: callable(getattr(OAuthClientProvider, "_initialize", None)),
-    "OAuthClientProvider._auth_flow": lambda: callable(getattr(OAuthClientProvider, "_auth_flow", None)),
+    "OAuthClientProvider._initialize": _has(OAuthClientProvider, "_initialize"),
+    "OAuthClientProvider._auth_flow": _has(OAuthClientProvider, "_auth_flow"),
     "mcp.server._otel.OpenTelemetryMiddleware": lambda: _otel_middleware() is not None,
     **{
         f"StreamableHTTPServerTransport.{name}": _has(_SDKTransport, name)
@@ -103,11 +103,7 @@ PRIVATES: dict[str, Callable[[], bool]] = {
     },
     "StreamableHTTPSessionManager._admit_session": _has(StreamableHTTPSessionManager, "_admit_session"),
     "StreamableHTTPServerTransport.__init__ sets _request_streams and _event_store": lambda: (
-        {
-            "_request_streams",
-            "_event_store",
-        }
-        <= set(_SDKTransport.__init__.__code__.co_names)
+        {"_request_streams", "_event_store"} <= set(_SDKTransport.__init__.__code__.co_names)
     ),
 }
 
@@ -338,20 +334,12 @@ class StreamableHTTPTransport(_SDKTransport):
 
 class _SessionManager(StreamableHTTPSessionManager):
     def _admit_session(self, requestor: Any) -> Any:
-        admitted = super()._admit_session(requestor)
-        if admitted is None:
-            return None
-        session_id = admitted.mcp_session_id
-        assert session_id is not None  # stateful sessions always have one
-        transport = StreamableHTTPTransport(
-            mcp_session_id=session_id,
-            is_json_response_enabled=self.json_response,
-            event_store=self.event_store,
-            security_settings=self.security_settings,
-            retry_interval=self.retry_interval,
-            idle_timeout=self.session_idle_timeout,
-        )
-        self._server_instances[session_id] = transport
+        """The SDK's admission (session limit, owner, registration) and its transport, made ours: the
+        subclass adds no state, so the object the SDK built and registered is changed in place rather
+        than built again from a copy of its arguments."""
+        transport = super()._admit_session(requestor)
+        if transport is not None:
+            transport.__class__ = StreamableHTTPTransport
         return transport
 
 
