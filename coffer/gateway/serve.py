@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from coffer.gateway.server import Gateway
-from coffer.gateway.transport import MAX_LINE_BYTES, SMALL_MESSAGE, LineSplitter, pieces, wire_bytes
+from coffer.gateway.transport import MAX_LINE_BYTES, LineSplitter, framed, wire_bytes
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -157,17 +157,9 @@ class _StdoutWire:
         await self._writer.drain()
 
     async def line(self, data: bytes | str) -> None:
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        if len(data) <= SMALL_MESSAGE:  # with its newline, in one write: the host (or front) wakes once
-            self._writer.write(data + b"\n")
-            await self._writer.drain()
-            return
-        for piece in pieces(data):
+        for piece in framed(data.encode("utf-8") if isinstance(data, str) else data):
             self._writer.write(piece)  # paced: the transport never buffers a whole 50 MB copy
             await self._writer.drain()
-        self._writer.write(b"\n")
-        await self._writer.drain()
 
 
 @contextlib.asynccontextmanager

@@ -134,10 +134,20 @@ WRITE_BATCH = 64  # queued messages written together at most
 SMALL_MESSAGE = 64 << 10  # a message up to this size is joined with its newline (and its neighbours)
 
 
+def framed(data: bytes) -> Iterator[bytes | memoryview]:
+    """One message's buffers with its newline: a small one joined with it (one write, where two woke the
+    reader twice), a big one in `pieces` with no copy and the newline after."""
+    if len(data) <= SMALL_MESSAGE:
+        yield data + b"\n"
+        return
+    yield from pieces(data)
+    yield b"\n"
+
+
 def lines(batch: list[SessionMessage], calls: set[types.RequestId] | None) -> Iterator[bytes | memoryview]:
-    """The buffers to write for `batch`, newline-delimited: small messages joined into one buffer (one
-    write, where two per message woke the child twice); a big one in `pieces` with no copy, pydantic's
-    bytes as they are (no str copy, no re-encoding). The ids of tools/call requests go into `calls`."""
+    """The buffers to write for `batch`: as `framed`, with consecutive small messages in one buffer;
+    pydantic's bytes as they are (no str copy, no re-encoding). The ids of tools/call requests go into
+    `calls`."""
     joined: list[bytes] = []
     for message in batch:
         sent = message.message
@@ -150,8 +160,7 @@ def lines(batch: list[SessionMessage], calls: set[types.RequestId] | None) -> It
         if joined:
             yield b"".join(joined)
             joined = []
-        yield from pieces(data)
-        yield b"\n"
+        yield from framed(data)
     if joined:
         yield b"".join(joined)
 
