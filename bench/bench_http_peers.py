@@ -51,6 +51,7 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from coffer.gateway.reaper import tree  # noqa: E402
 from coffer.manage import servers as manage  # noqa: E402
 from coffer.vault import registry  # noqa: E402
 
@@ -222,21 +223,8 @@ async def rate(sessions: list[ClientSession], tool: str, per_session: int) -> fl
 
 def cpu_seconds(roots: list[int]) -> float:
     """User and system CPU seconds of `roots` and their descendants, the upstream fixture's left out."""
-    parent: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    tree, todo = set(), list(roots)
-    while todo:
-        pid = todo.pop()
-        if pid not in tree:
-            tree.add(pid)
-            todo += [child for child, up in parent.items() if up == pid]
     total = 0
-    for pid in tree:
+    for pid in {p for root in roots for p in (root, *tree(root))}:
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if any(arg.endswith(b"upstream_fixture.py") for arg in argv[:2]):  # the upstream itself
