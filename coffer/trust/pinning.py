@@ -12,17 +12,14 @@ that load code, such as LD_PRELOAD or NODE_OPTIONS) is hashed too. `coffer add` 
 change (a hand edit, an agent editing coffer.toml) leaves the server unapproved, and the gateway does
 not start it until `coffer approve SERVER`.
 
-Storage: tables in coffer.db (migration set "coffer.trust"). SQLite rather than a JSON file because
-several `coffer serve` processes observe listings at once: `BEGIN IMMEDIATE` makes each observation
-one serialised read-modify-write, and holds/approvals are logged in `trust_events` in the same
-transaction, so a hold is never recorded without its event. Reads on the call path come from an
-in-memory copy that is reloaded only when SQLite's `data_version` says another connection committed.
+Storage: tables in coffer.db (coffer.trust.pinschema). Reads on the call path come from an in-memory
+copy, reloaded only when SQLite's `data_version` says another connection committed and the trust
+tables' change counter says that commit changed them (the call log commits once per call).
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import sqlite3
 import threading
@@ -47,11 +44,11 @@ from coffer.trust.pinhash import (
     tool_hash,
     unified,
 )
+from coffer.trust.pinschema import TRUST_TABLES, migrations
 from coffer.vault.store import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
-    from sqlite_utils import Migrations
 
     from coffer.vault.catalogue import CatalogueTool
     from coffer.vault.registry import Registry, ServerConfig
@@ -62,49 +59,6 @@ __all__ = [
 ]  # fmt: skip
 
 APPROVED, HELD, NEW = "approved", "held", "new"
-TRUST_TABLES = (
-    "CREATE TABLE IF NOT EXISTS trust_servers (server TEXT PRIMARY KEY, hash TEXT, definition TEXT, "
-    "approved_at REAL, observed_at REAL)",
-    "CREATE TABLE IF NOT EXISTS trust_tools (server TEXT NOT NULL, tool TEXT NOT NULL, exposed TEXT, "
-    "state TEXT NOT NULL, hash TEXT, definition TEXT, pending_hash TEXT, pending_definition TEXT, "
-    "first_seen REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (server, tool))",
-    "CREATE TABLE IF NOT EXISTS trust_events (id INTEGER PRIMARY KEY, ts REAL NOT NULL, server TEXT NOT NULL, "
-    "tool TEXT, event TEXT NOT NULL, old_hash TEXT, new_hash TEXT)",
-)
-# A counter every change to the trust tables bumps (triggers, so every writer does, in any process): the
-# gateway checks trust on each call, and `PRAGMA data_version` alone changes with every commit to
-# coffer.db, the call log's one per call included, which made each call re-read both tables.
-TRUST_VERSION = (
-    "CREATE TABLE IF NOT EXISTS trust_version (id INTEGER PRIMARY KEY CHECK (id = 1), n INTEGER NOT NULL)",
-    "INSERT OR IGNORE INTO trust_version (id, n) VALUES (1, 0)",
-    *(
-        f"CREATE TRIGGER IF NOT EXISTS {table}_{op.lower()}_version AFTER {op} ON {table} "
-        "BEGIN UPDATE trust_version SET n = n + 1 WHERE id = 1; END"
-        for table in ("trust_servers", "trust_tools")
-        for op in ("INSERT", "UPDATE", "DELETE")
-    ),
-)
-
-
-@functools.cache
-def migrations() -> Migrations:
-    """The trust tables' migrations (built on first use: sqlite_utils costs ~0.2 s to import, which a
-    read-only `coffer search` need not pay)."""
-    from sqlite_utils import Migrations
-
-    found = Migrations("coffer.trust")
-
-    @found()
-    def m0001_trust(db: sqlite_utils.Database) -> None:
-        for statement in TRUST_TABLES:
-            db.execute(statement)
-
-    @found()
-    def m0002_trust_version(db: sqlite_utils.Database) -> None:
-        for statement in TRUST_VERSION:
-            db.execute(statement)
-
-    return found
 
 
 @dataclass(frozen=True)
