@@ -27,6 +27,7 @@ from mcp import ClientSession, MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 
 from coffer.gateway import sdk
+from coffer.gateway.direct import Lane
 
 CANCEL_WRITE_S = 2.0  # bound on writing our cancel; a wedged pipe must not hold the host's answer longer
 _ids = itertools.count(1)
@@ -43,11 +44,13 @@ async def send(
     timeout: float | None,
     progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
     on_id: Callable[[str], None] | None = None,
+    lane: Lane | None = None,
 ) -> dict[str, Any]:
     """Send `request`, wait at most `timeout` s; on timeout or cancellation cancel it upstream first.
 
     Raises MCPError (REQUEST_TIMEOUT when `timeout` passed) like `ClientSession.send_request`.
-    `on_id` learns the request id before it is written (tests and the relay use it).
+    `on_id` learns the request id before it is written (tests and the relay use it). `lane`: the
+    session's stdio pipe takes the answer itself (coffer.gateway.direct), unless progress is wanted.
     """
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
     method: str = data["method"]
@@ -67,6 +70,8 @@ async def send(
     if on_id is not None:
         on_id(request_id)
     try:
+        if lane is not None and progress is None:
+            return await lane.request(method, data.get("params"), request_id, timeout)
         result: dict[str, Any] = await sdk.send_raw(session, method, data.get("params"), opts)
         return result
     except MCPError as exc:

@@ -36,6 +36,7 @@ import mcp_types as types
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from coffer.gateway.direct import Lane
 from coffer.gateway.reaper import ARGV_ENV as REAPER_ARGV_ENV
 from coffer.results import spill
 
@@ -290,6 +291,7 @@ async def stdio_pipe(
     on_exit: Callable[[], None],
     pids: set[int] | None = None,
     spill_calls: bool = False,
+    lane: Lane | None = None,
 ) -> AsyncIterator[
     tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
 ]:
@@ -298,7 +300,8 @@ async def stdio_pipe(
     Raises OSError (FileNotFoundError, PermissionError) when the program cannot be started.
     `on_exit` runs once the child's stdout ends (it exited or closed stdout). `spill_calls`: long
     strings of tools/call results are decoded into files (coffer.results.spill), for a gateway that
-    claims them (coffer.gateway.bigresults) before anything else sees the result.
+    claims them (coffer.gateway.bigresults) before anything else sees the result. `lane`: opened on
+    this pipe, it gets the answers to its own requests before the session does (coffer.gateway.direct).
     """
     calls: set[types.RequestId] | None = set() if spill_calls else None
     env = dict(env)
@@ -315,6 +318,8 @@ async def stdio_pipe(
         pids.add(process.pid)
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    if lane is not None:
+        lane.open(write_send)
 
     async def read_stdout() -> None:
         """Split stdout into lines in linear time (each chunk is searched once), and end the session at
@@ -336,7 +341,8 @@ async def stdio_pipe(
                         stats.note_garbage(head)  # banners, warnings: never fatal
                         continue
                     del line  # parsed from the splitter's own buffer: not held while the message waits
-                    await read_send.send(message)
+                    if lane is None or not lane.take(message.message):
+                        await read_send.send(message)
                 if too_long or splitter.overflowing:
                     stats.broken = f"a stdout frame exceeded {MAX_LINE_BYTES // (1024 * 1024)} MB"
                     return
@@ -345,6 +351,8 @@ async def stdio_pipe(
         finally:
             on_exit()  # before the session sees EOF, so nobody reuses a dead session
             read_send.close()
+            if lane is not None:
+                lane.close()
 
     async def drain_stderr() -> None:
         assert process.stderr is not None
@@ -382,6 +390,8 @@ async def stdio_pipe(
             with anyio.CancelScope(shield=True):
                 write_send.close()
                 read_recv.close()
+                if lane is not None:
+                    lane.close()
                 await stop_process_group(process)
                 stats.returncode = process.returncode
                 if pids is not None:

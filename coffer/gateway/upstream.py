@@ -30,12 +30,14 @@ from pydantic import TypeAdapter
 from coffer import __version__
 from coffer.errors import UpstreamError
 from coffer.gateway import oauth, outbound
+from coffer.gateway.direct import Lane
 from coffer.gateway.faults import BACKOFF_CAP_S as BACKOFF_CAP_S  # re-exported for callers and tests
 from coffer.gateway.faults import Exited, describe, http_status, leaf
 from coffer.gateway.faults import backoff as backoff
 from coffer.gateway.gate import StartGate
 from coffer.gateway.transport import StreamStats, child_env, http_pipe, stdio_pipe
 from coffer.gateway.upstream_listing import list_kinds
+from coffer.telemetry import otlp
 from coffer.trust.expand import resolved_env, resolved_headers
 from coffer.vault.catalogue import KINDS, Listing
 from coffer.vault.registry import ServerConfig
@@ -117,6 +119,7 @@ class Upstream:
         self.state = State.IDLE
         self.stats = StreamStats()
         self.session: ClientSession | None = None
+        self.lane: Lane | None = None  # the live stdio pipe's (coffer.gateway.direct); None: the SDK's path
         self.listing: Listing | None = None
         self.last_error: str | None = None
         self.error_class: str | None = None
@@ -252,7 +255,7 @@ class Upstream:
                 error = Exited()  # dropped by _restartable(): a lost connection, not a stop
         finally:
             slot.release()
-            self.session = None
+            self.session = self.lane = None
             self._scope = None
             self._settle(error, ready_at)
             self._settled.set()
@@ -292,9 +295,11 @@ class Upstream:
         self.stats.secrets = tuple(extra.values())
         env = child_env(extra)
         argv = [self._program(env), *cfg.args]
-        async with stdio_pipe(
-            argv, env, cfg.cwd, self.stats, exited.set, _Mirror(self.pool.pids, self.pids), self.pool.spill_results
-        ) as streams:
+        lane = None if otlp.wanted() else Lane()  # with telemetry on, every request gets the SDK's client span
+        pids = _Mirror(self.pool.pids, self.pids)
+        spill = self.pool.spill_results
+        async with stdio_pipe(argv, env, cfg.cwd, self.stats, exited.set, pids, spill, lane) as streams:
+            self.lane = lane
             yield streams
 
     def _program(self, env: dict[str, str]) -> str:
@@ -376,7 +381,7 @@ class Upstream:
         timeout = self.cfg.timeout if timeout is None else timeout
         session = await self.ready_session(timeout)
         try:
-            return await outbound.send(session, request, timeout=timeout, progress=progress)
+            return await outbound.send(session, request, timeout=timeout, progress=progress, lane=self.lane)
         except MCPError as exc:
             # -32000 is also the generic "server error" many servers answer with; only the SDK's own
             # "Connection closed" means the session is gone (an upstream error passes through, session kept)
