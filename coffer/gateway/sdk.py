@@ -296,7 +296,7 @@ class StreamableHTTPTransport(_SDKTransport):
             self._request_streams[request_id] = streams
             try:
                 await writer.send(self._create_session_message(message, request, request_id, version))
-                if not await relay(streams[1], reply):
+                if not await relay(streams, reply):
                     response = self._create_error_response(
                         "Session terminated before the request completed",
                         HTTPStatus.INTERNAL_SERVER_ERROR,

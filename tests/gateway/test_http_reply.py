@@ -54,7 +54,7 @@ async def test_an_answer_that_comes_first_is_one_json_body() -> None:
     wire = Wire()
     send, receive = anyio.create_memory_object_stream[Any](4)
     await send.send(Event(ANSWER))
-    assert await relay(receive, Reply(wire.send, [(b"mcp-session-id", b"s1")]))
+    assert await relay((send, receive), Reply(wire.send, [(b"mcp-session-id", b"s1")]))
     assert wire.kinds() == ["application/json", "end"]
     assert dict(wire.sent[0]["headers"])[b"mcp-session-id"] == b"s1"
     assert wire.body() == b'{"jsonrpc":"2.0","id":7,"result":{"content":[]}}'
@@ -73,7 +73,7 @@ async def test_a_silent_call_gets_sse_headers_then_comments_then_its_answer(monk
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(late)
-        assert await relay(receive, Reply(wire.send, []))
+        assert await relay((send, receive), Reply(wire.send, []))
     kinds = wire.kinds()
     assert kinds[0] == "text/event-stream" and kinds[-3:] == ["event", "event", "end"]
     assert kinds.count("ping") >= 2  # headers at HOLD_S, then a comment every PING_S while silent
@@ -84,12 +84,22 @@ async def test_a_stream_closed_before_anything_is_left_to_the_caller_after_sse_i
     wire = Wire()
     send, receive = anyio.create_memory_object_stream[Any](4)
     send.close()  # the session ended with the request in flight
-    assert not await relay(receive, Reply(wire.send, []))
+    assert not await relay((send, receive), Reply(wire.send, []))
     assert wire.sent == []  # nothing sent: the caller answers with an error status
 
     wire = Wire()
     send, receive = anyio.create_memory_object_stream[Any](4)
     await send.send(Event(PROGRESS))
     send.close()
-    assert await relay(receive, Reply(wire.send, []))
+    assert await relay((send, receive), Reply(wire.send, []))
     assert wire.kinds() == ["text/event-stream", "event", "end"]
+
+
+async def test_a_tick_from_an_earlier_wait_changes_nothing() -> None:
+    """A timer that fired as its wait ended leaves a tick behind: the answer after it is still one JSON body."""
+    wire = Wire()
+    send, receive = anyio.create_memory_object_stream[Any](4)
+    await send.send(httpshape._Tick())
+    await send.send(Event(ANSWER))
+    assert await relay((send, receive), Reply(wire.send, []))
+    assert wire.kinds() == ["application/json", "end"]
