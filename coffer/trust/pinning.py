@@ -134,7 +134,7 @@ class Pins:
     def _view(self) -> tuple[dict[str, str | None], set[tuple[str, str]]]:
         """(approved launch hash per server, held (server, name) pairs), reloaded when coffer.db changed."""
         with self._lock:
-            version = int(self.db.conn.execute("PRAGMA data_version").fetchone()[0])  # per call: no wrapper
+            version = int(self.db.execute("PRAGMA data_version").fetchone()[0])
             if self._cache is None or self._cache[0] != version:  # a commit: to trust, or the call log's
                 trust = self._trust_version()  # read first: an edit after it is seen at the next check
                 if self._cache is not None and trust is not None and trust == self._trust:
@@ -158,7 +158,7 @@ class Pins:
     def _trust_version(self) -> int | None:
         """The trust tables' change counter (None where it is missing: a read-only view of an old vault)."""
         try:
-            row = self.db.conn.execute("SELECT n FROM trust_version WHERE id = 1").fetchone()
+            row = self.db.execute("SELECT n FROM trust_version WHERE id = 1").fetchone()
         except sqlite3.Error:
             return None
         return None if row is None else int(row[0])
