@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("coffer.serve")
 READ_CHUNK = 1024 * 1024
 HOST_WAIT_S = 2.0  # an upstream's handshake waits at most this long for the host's (normally instant)
+# An idle kept-alive connection is closed by the client, not by us: uvicorn's default (5 s) equals httpx's
+# pool expiry, and a call made 5 s after the last one raced the close and lost (ReadError), which ends
+# the MCP SDK client's whole session. Longer than httpx (5 s), undici (4 s), aiohttp (15 s) and Go (90 s).
+KEEP_ALIVE_S = 120
 
 
 PARSE_ERROR = '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the line is not JSON"}}'
@@ -322,6 +326,7 @@ def http_server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any
         lifespan="on",
         http="auto",
         proxy_headers=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
         timeout_graceful_shutdown=2 if quiet else None,
     )
 

@@ -248,3 +248,35 @@ async def test_an_unknown_protocol_version_header_is_named_as_such(coffer_home: 
             response = await http.post(url, json=body, headers=headers | {"MCP-Protocol-Version": "2025-11-25"})
             assert "unsupported MCP-Protocol-Version" not in response.text
         tg.cancel_scope.cancel()
+
+
+async def _response(conn: anyio.abc.ByteStream) -> bytes:
+    """One whole HTTP/1.1 response with a Content-Length (EndOfStream if the server closed instead)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += await conn.receive()
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += await conn.receive()
+    return head
+
+
+async def test_an_idle_kept_alive_connection_is_left_for_the_client_to_close() -> None:
+    """httpx drops a pooled connection idle for 5 s. A server that closed it at 5 s too (uvicorn's default)
+    raced the client's next request on it, and the ReadError ended the SDK client's whole session."""
+    from coffer.gateway import serve as serving
+    from coffer.gateway.server import Gateway
+
+    listener = serving._listen(0)
+    port = listener.getsockname()[1]
+    gateway = Gateway(host_wait=None)
+    async with gateway.running(), anyio.create_task_group() as tg:
+        tg.start_soon(serving._serve_http, gateway, listener, None)
+        async with await anyio.connect_tcp("127.0.0.1", port) as conn:
+            for wait in (0.0, 5.5):  # the second request after longer than httpx's (and uvicorn's) 5 s
+                await anyio.sleep(wait)
+                await conn.send(b"GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                with anyio.fail_after(10):
+                    assert (await _response(conn)).startswith(b"HTTP/1.1 404")
+        tg.cancel_scope.cancel()
