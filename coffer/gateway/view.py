@@ -177,12 +177,12 @@ class View:
     def merged(self, without: Collection[str] = ()) -> Merged:
         """The merged view, rebuilt only when a listing, the registry or the trust state changed;
         `without` servers left out (not cached)."""
-        prefixes = catalogue.prefixes(self.registry)
         if without:
             lists = {s: v for s, v in self.lists.items() if s not in without}
-            return merge(lists, self.refusal, self.builtins, prefixes)
-        if self._merged is None or self._merged[0] != self.version:
-            self._merged = (self.version, merge(self.lists, self.refusal, self.builtins, prefixes))
+            return merge(lists, self.refusal, self.builtins, catalogue.prefixes(self.registry))
+        if self._merged is None or self._merged[0] != self.version:  # (a registry change bumps the version)
+            merged = merge(self.lists, self.refusal, self.builtins, catalogue.prefixes(self.registry))
+            self._merged = (self.version, merged)
         return self._merged[1]
 
     def server_of(self, name: str) -> str:
