@@ -1,12 +1,15 @@
 """Requests to a stdio upstream answered without the SDK's client dispatcher: its answer is taken off
-Coffer's own read loop by id.
+the session's read stream by id.
 
 Why: the SDK's `send_raw_request` and the read loop behind it were a third of the gateway's CPU per
 relayed call (profiled under `bench_http_peers.py`'s loads): per request a tracing span, a request
 clock, a memory stream, a cancel scope, id coercion, and one more task hop for the answer. Coffer
 already owns the upstream's pipe (coffer.gateway.transport): a request goes onto that pipe's write
-queue as the SDK would put it there, its answer is matched in `stdio_pipe`'s reader and wakes the
-caller directly. The JSON on the wire is the same. What needs the SDK keeps it: a request with a
+queue as the SDK would put it there, and its answer is picked out of the session's read stream
+(`Lane.reader`) where the SDK's read loop would have met it: after everything the upstream sent before
+it was dispatched, so a log line or a list change sent before an answer still reaches the host first
+(taken any earlier, an answer overtook the log line the upstream wrote just before it). The JSON on the
+wire is the same. What needs the SDK keeps it: a request with a
 progress callback (the SDK matches the progress token), OpenTelemetry (the SDK's client span and the
 trace context it injects), HTTP upstreams, and everything the upstream sends that is not an answer to
 a lane request (its own requests, notifications, late answers).
@@ -19,6 +22,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp import MCPError
 from mcp.shared.message import SessionMessage
@@ -48,6 +52,12 @@ class Lane:
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
             waiter.done.set()
+
+    def reader(
+        self, stream: ObjectReceiveStream[SessionMessage | Exception]
+    ) -> ObjectReceiveStream[SessionMessage | Exception]:
+        """`stream` without the answers to this lane's requests, for the session to read."""
+        return _Reader(stream, self)
 
     def take(self, message: types.JSONRPCMessage) -> bool:
         """True when `message` answers a lane request (it is delivered, and nobody else should see it)."""
@@ -90,6 +100,21 @@ class Lane:
         if isinstance(answer, types.JSONRPCError):
             raise MCPError(code=answer.error.code, message=answer.error.message, data=answer.error.data)
         return answer.result
+
+
+class _Reader(ObjectReceiveStream[SessionMessage | Exception]):
+    def __init__(self, stream: ObjectReceiveStream[SessionMessage | Exception], lane: Lane) -> None:
+        self._stream = stream
+        self._lane = lane
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._stream.receive()
+            if not isinstance(item, SessionMessage) or not self._lane.take(item.message):
+                return item
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 def _closed() -> MCPError:

@@ -33,7 +33,8 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.abc import ObjectReceiveStream
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
 from coffer.gateway.direct import Lane
@@ -292,16 +293,15 @@ async def stdio_pipe(
     pids: set[int] | None = None,
     spill_calls: bool = False,
     lane: Lane | None = None,
-) -> AsyncIterator[
-    tuple[MemoryObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]
-]:
+) -> AsyncIterator[tuple[ObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]]:
     """Spawn `argv` in a new session and yield the (read, write) streams a `ClientSession` takes.
 
     Raises OSError (FileNotFoundError, PermissionError) when the program cannot be started.
     `on_exit` runs once the child's stdout ends (it exited or closed stdout). `spill_calls`: long
     strings of tools/call results are decoded into files (coffer.results.spill), for a gateway that
     claims them (coffer.gateway.bigresults) before anything else sees the result. `lane`: opened on
-    this pipe, it gets the answers to its own requests before the session does (coffer.gateway.direct).
+    this pipe, it takes the answers to its own requests out of what the session reads
+    (coffer.gateway.direct).
     """
     calls: set[types.RequestId] | None = set() if spill_calls else None
     env = dict(env)
@@ -341,8 +341,7 @@ async def stdio_pipe(
                         stats.note_garbage(head)  # banners, warnings: never fatal
                         continue
                     del line  # parsed from the splitter's own buffer: not held while the message waits
-                    if lane is None or not lane.take(message.message):
-                        await read_send.send(message)
+                    await read_send.send(message)
                 if too_long or splitter.overflowing:
                     stats.broken = f"a stdout frame exceeded {MAX_LINE_BYTES // (1024 * 1024)} MB"
                     return
@@ -385,7 +384,7 @@ async def stdio_pipe(
         tg.start_soon(drain_stderr)
         tg.start_soon(write_stdin)
         try:
-            yield read_recv, write_send
+            yield (read_recv if lane is None else lane.reader(read_recv)), write_send
         finally:
             with anyio.CancelScope(shield=True):
                 write_send.close()

@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -24,14 +25,17 @@ from tests.fixtures.gateway_harness import FIXTURE
 pytestmark = pytest.mark.anyio
 
 
+BURST = [sys.executable, str(Path(__file__).parents[1] / "fixtures" / "burst_server.py")]
+
+
 @asynccontextmanager
-async def piped() -> AsyncIterator[tuple[ClientSession, Lane]]:
+async def piped(argv: list[str] | None = None, **session: Any) -> AsyncIterator[tuple[ClientSession, Lane]]:
     lane = Lane()
-    argv = [sys.executable, str(FIXTURE), "--mode", "normal", "--name", "lane"]
+    argv = argv or [sys.executable, str(FIXTURE), "--mode", "normal", "--name", "lane"]
     async with AsyncExitStack() as stack:
         pipe = stdio_pipe(argv, child_env({}), None, StreamStats(), lambda: None, lane=lane)
         read, write = await stack.enter_async_context(pipe)
-        session = await stack.enter_async_context(ClientSession(read, write))
+        session = await stack.enter_async_context(ClientSession(read, write, **session))
         await session.initialize()
         yield session, lane
 
@@ -65,6 +69,23 @@ async def test_answers_match_the_sdk_path_and_reach_their_own_caller_among_concu
         assert got == {text: text for text in got} and len(got) == 40
         tools = await lane.request("tools/list", None, "lane-list", 5)  # a request without params
         assert "echo" in {tool["name"] for tool in tools["tools"]}
+
+
+async def test_what_the_upstream_sent_before_an_answer_is_dispatched_before_the_answer_returns() -> None:
+    """Three log lines and the answer in one write: the session has dispatched all three lines by the
+    time the answer reaches the caller, as on the SDK's path. (Taken off the pipe as it was read, an
+    answer overtook the last line, and a host got the result before that log line.)"""
+    logged: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(str(params.data))
+
+    async with piped(BURST, logging_callback=on_log) as (_session, lane):
+        for n in range(5):
+            logged.clear()
+            result = await lane.request("tools/call", {"name": "any", "arguments": {}}, f"lane-{n}", 5)
+            assert result["content"][0]["text"] == "done"
+            assert logged == ["line 1", "line 2", "line 3"]
 
 
 async def test_errors_are_the_sdk_paths_errors() -> None:
