@@ -50,6 +50,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench" / "http_clients"))
+
+import minimal  # noqa: E402
 
 from coffer.gateway.reaper import tree  # noqa: E402
 from coffer.manage import servers as manage  # noqa: E402
@@ -57,6 +60,7 @@ from coffer.vault import registry  # noqa: E402
 
 UPSTREAM = [str(ROOT / "tests" / "fixtures" / "upstream_fixture.py"), "--mode", "big", "--name", "demo"]
 PEERS = ROOT / "bench" / ".peers"
+KEEPALIVE_S = 2.0
 MB = {"kb": 900}  # under 1 MB a message: the SDK's SSE client (mcp-hub) takes no bigger event
 
 
@@ -114,7 +118,7 @@ class Gateway:
         """The gateway's own processes' roots: its command, and for Coffer's engine mode the engine too."""
         assert self.proc is not None
         roots = [self.proc.pid]
-        if self.name == "coffer (engine)":
+        if self.name == OURS:
             argv = [sys.executable, "-m", "coffer", "status", "--json"]
             out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=60).stdout
             roots.append(int(json.loads(out)["engine"]["engine"]["pid"]))
@@ -127,16 +131,19 @@ class Gateway:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.name == OURS:  # its engine now, not after its idle time: the next run starts on a quiet machine
+            argv = [sys.executable, "-m", "coffer", "status", "--stop"]
+            subprocess.run(argv, env=self.env, capture_output=True, timeout=60, check=False)
 
     @asynccontextmanager
     async def _streams(self) -> AsyncIterator[tuple[Any, Any]]:
         url = f"http://127.0.0.1:{self.port}/mcp"
         if self.sse:
-            async with sse_client(url, timeout=60) as (read, write):
+            async with sse_client(url, timeout=60, httpx_client_factory=http_client) as (read, write):
                 yield read, write
             return
         async with (
-            httpx2.AsyncClient(timeout=60) as http,
+            http_client(timeout=httpx2.Timeout(60)) as http,
             streamable_http_client(url, http_client=http, max_sse_event_size=None) as (read, write),
         ):
             yield read, write
@@ -151,6 +158,17 @@ class Gateway:
                 await anyio.sleep(0.2)
                 names = [t.name for t in (await s.list_tools()).tools]
             yield s
+
+
+def http_client(
+    headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+) -> httpx2.AsyncClient:
+    """The SDK client's httpx client, dropping a connection idle `KEEPALIVE_S`: mcp-proxy's and
+    mcp-hub's servers close one idle 5 s, httpx's own expiry is that same 5 s, and a call sent on a
+    connection as the server closes it ends the SDK's session (ReadError) - a gateway idle for about
+    5 s while the others are measured met it now and then."""
+    limits = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=KEEPALIVE_S)
+    return httpx2.AsyncClient(headers=headers, timeout=timeout or httpx2.Timeout(60), auth=auth, limits=limits)
 
 
 def coffer_vault() -> tuple[Path, dict[str, str]]:
@@ -175,7 +193,7 @@ def gateways(peers: Path) -> list[Gateway]:
     coffer = [sys.executable, "-m", "coffer", "serve", "--no-auth", "--http"]
     out = []
     port = free_port()
-    out.append(Gateway("coffer (engine)", [*coffer, str(port)], port, "demo__echo", env))
+    out.append(Gateway(OURS, [*coffer, str(port)], port, "demo__echo", env))
     port = free_port()
     out.append(Gateway("coffer --standalone", [*coffer, str(port), "--standalone"], port, "demo__echo", env))
     proxy = peers / "proxy" / "bin" / "mcp-proxy"
@@ -205,6 +223,15 @@ async def timed(s: ClientSession, tool: str, args: dict[str, Any], n: int) -> li
         result = await s.call_tool(tool, args)
         out.append((time.perf_counter() - t0) * 1000.0)
         assert not result.is_error, result
+    return out
+
+
+async def bare_timed(client: minimal.Client, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await client.call()
+        out.append((time.perf_counter() - t0) * 1000.0)
     return out
 
 
@@ -266,7 +293,15 @@ async def open_sessions(stack: AsyncExitStack, gw: Gateway, n: int) -> list[Clie
     return sessions
 
 
-async def main(args: argparse.Namespace) -> None:
+Figures = dict[str, dict[str, float]]  # gateway -> figure -> value (a figure a gateway lacks is absent)
+COLUMNS = ("added p50", "added p95", "minimal added", "0.9 MB added", "200 conc/s", "4x50 /s", "fetch p50", "CPU/call")
+LOWER_IS_BETTER = {"added p50", "added p95", "minimal added", "0.9 MB added", "fetch p50", "CPU/call"}
+COMPARED = ("added p50", "minimal added", "200 conc/s", "4x50 /s", "CPU/call")  # the issue's speed line, and CPU
+OURS = "coffer (engine)"
+
+
+async def one_run(args: argparse.Namespace) -> tuple[Figures, float, float]:
+    """One run: fresh gateway processes, measured in interleaved rounds; (figures, direct p50s)."""
     gws = gateways(args.peers)
     lat: dict[str, list[float]] = {"direct": []}
     big: dict[str, list[float]] = {"direct": []}
@@ -274,6 +309,7 @@ async def main(args: argparse.Namespace) -> None:
     many: dict[str, list[float]] = {}
     fetched: dict[str, list[float]] = {}
     cost: dict[str, list[float]] = {}
+    bare: dict[str, list[float]] = {"direct": []}
     params = StdioServerParameters(command=sys.executable, args=UPSTREAM)
     async with AsyncExitStack() as stack:
         errlog = stack.enter_context(open(os.devnull, "w"))  # noqa: SIM115 (closed by the stack)
@@ -291,14 +327,22 @@ async def main(args: argparse.Namespace) -> None:
             roots[gw.name] = gw.pids()
             for s in sessions:  # warm: every upstream started, every connection open
                 await s.call_tool(gw.tool, {"text": "warm"})
+        minimals = {"direct": await minimal.stdio([sys.executable, *UPSTREAM], "echo")}
+        for gw, _ in opened:
+            minimals[gw.name] = await (minimal.sse if gw.sse else minimal.streamable)(gw.port, gw.tool)
+        for client in minimals.values():
+            stack.push_async_callback(client.aclose)
+            await bare_timed(client, args.calls)  # warm
         for r in range(args.rounds):
             order = opened if r % 2 == 0 else opened[::-1]
             lat["direct"] += await timed(direct, "echo", {"text": "hi"}, args.calls)
             big["direct"] += await timed(direct, "big", MB, 3)
+            bare["direct"] += await bare_timed(minimals["direct"], args.calls)
             for gw, sessions in order:
                 s = sessions[0]
                 tool = gw.tool
                 lat.setdefault(gw.name, []).extend(await timed(s, tool, {"text": "hi"}, args.calls))
+                bare.setdefault(gw.name, []).extend(await bare_timed(minimals[gw.name], args.calls))
                 big.setdefault(gw.name, []).extend(await timed(s, tool.replace("echo", "big"), MB, 3))
                 cpu = cpu_seconds(roots[gw.name])
                 one.setdefault(gw.name, []).append(await rate([s], tool, 200))
@@ -307,34 +351,75 @@ async def main(args: argparse.Namespace) -> None:
                 got = await anyio.to_thread.run_sync(fetch_p50, gw, args.calls * 2)
                 if got is not None:
                     fetched.setdefault(gw.name, []).append(got)
-        # printed before the sessions and gateways close, so an error on the way out loses no figures
-        report(args, [gw.name for gw, _ in opened], lat, big, one, many, fetched, cost)
+        base, base_big = statistics.median(lat["direct"]), statistics.median(big["direct"])
+        p95_base = statistics.quantiles(lat["direct"], n=20)[18]
+        figures: Figures = {}
+        for gw, _ in opened:
+            name = gw.name
+            row = figures[name] = {
+                "added p50": statistics.median(lat[name]) - base,
+                "added p95": statistics.quantiles(lat[name], n=20)[18] - p95_base,
+                "minimal added": statistics.median(bare[name]) - statistics.median(bare["direct"]),
+                "0.9 MB added": statistics.median(big[name]) - base_big,
+                "200 conc/s": statistics.median(one[name]),
+                "4x50 /s": statistics.median(many[name]),
+                "CPU/call": statistics.median(cost[name]),
+            }
+            if fetched.get(name):
+                row["fetch p50"] = statistics.median(fetched[name])
+        return figures, base, base_big  # (before the gateways close: an error on the way out loses no figures)
 
 
-def report(
-    args: argparse.Namespace,
-    names: list[str],
-    lat: dict[str, list[float]],
-    big: dict[str, list[float]],
-    one: dict[str, list[float]],
-    many: dict[str, list[float]],
-    fetched: dict[str, list[float]],
-    cost: dict[str, list[float]],
-) -> None:
-    base, base_big = statistics.median(lat["direct"]), statistics.median(big["direct"])
-    print(f"\ndirect stdio echo p50 {base:.2f} ms, 0.9 MB result p50 {base_big:.1f} ms ({args.rounds} rounds)\n")
-    head = f"{'gateway':22} {'added p50':>10} {'added p95':>10} {'0.9 MB added':>13} {'200 conc/s':>11} {'4x50 /s':>9}"
-    print(head + f" {'fetch p50':>10} {'CPU/call':>9}")
-    for name in names:
-        p50 = statistics.median(lat[name]) - base
-        p95 = statistics.quantiles(lat[name], n=20)[18] - statistics.quantiles(lat["direct"], n=20)[18]
-        b = statistics.median(big[name]) - base_big
-        print(
-            f"{name:22} {p50:8.2f}ms {p95:8.2f}ms {b:11.1f}ms "
-            f"{statistics.median(one[name]):11.0f} {statistics.median(many[name]):9.0f} "
-            + (f"{statistics.median(fetched[name]):8.2f}ms" if fetched.get(name) else f"{'-':>10}")
-            + f" {statistics.median(cost[name]):7.2f}ms"
-        )
+async def main(args: argparse.Namespace) -> None:
+    """`--runs` runs, each with fresh gateway processes: one process's figures differ from the next
+    one's of the same code by up to 0.15 ms (its memory layout, where the scheduler puts it), more than
+    the gaps measured here, so a ranking is only told by how it holds over runs."""
+    runs: list[Figures] = []
+    for n in range(args.runs):
+        figures, base, base_big = await one_run(args)
+        runs.append(figures)
+        print(f"\nrun {n + 1} of {args.runs}: direct stdio echo p50 {base:.2f} ms, 0.9 MB result p50 {base_big:.1f} ms")
+        table(figures)
+    if args.runs > 1:
+        print(f"\nmedian of {args.runs} runs ({args.rounds} rounds x {args.calls} calls each)")
+        names = list(dict.fromkeys(name for figures in runs for name in figures))
+        table({name: _medians([f[name] for f in runs if name in f]) for name in names})
+        ahead(runs)
+
+
+def _medians(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {col: statistics.median(r[col] for r in rows if col in r) for col in COLUMNS if any(col in r for r in rows)}
+
+
+def table(figures: Figures) -> None:
+    print(f"{'gateway':22}" + "".join(f" {col:>12}" for col in COLUMNS))
+    for name, row in figures.items():
+        cells = []
+        for col in COLUMNS:
+            value = row.get(col)
+            if value is None:
+                cells.append(f" {'-':>12}")
+            elif col.endswith("/s"):
+                cells.append(f" {value:12.0f}")
+            else:
+                cells.append(f" {value:10.2f}ms")
+        print(f"{name:22}" + "".join(cells))
+
+
+def ahead(runs: list[Figures]) -> None:
+    """In how many runs Coffer (engine) did better than each peer, figure by figure."""
+    peers = list(dict.fromkeys(name for figures in runs for name in figures if name != OURS))
+    for peer in peers:
+        both = [f for f in runs if OURS in f and peer in f]
+        if not both:
+            continue
+        counts = []
+        for col in COMPARED:
+            better = sum(
+                (f[OURS][col] < f[peer][col]) if col in LOWER_IS_BETTER else (f[OURS][col] > f[peer][col]) for f in both
+            )
+            counts.append(f"{col} {better}/{len(both)}")
+        print(f"{OURS} did better than {peer} in: " + ", ".join(counts))
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -349,6 +434,7 @@ if __name__ == "__main__":
     parser.add_argument("--peers", type=Path, default=PEERS)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--runs", type=int, default=5, help="runs, each with fresh gateway processes")
     ns = parser.parse_args()
     if ns.install:
         install(ns.peers)

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from coffer.gateway.framing import MAX_LINE_BYTES, LineSplitter, framed, wire_bytes
 from coffer.gateway.server import Gateway
-from coffer.gateway.transport import MAX_LINE_BYTES, LineSplitter, framed, wire_bytes
 
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
@@ -59,7 +59,7 @@ def _inbound(line: bytes | bytearray | None) -> SessionMessage | Exception | str
     from mcp.shared.message import SessionMessage
     from pydantic_core import from_json
 
-    from coffer.gateway.transport import loads_owned
+    from coffer.gateway.framing import loads_owned
 
     if line is None:
         return LINE_TOO_LONG
@@ -86,7 +86,7 @@ def _inbound(line: bytes | bytearray | None) -> SessionMessage | Exception | str
 
 class _StdinLines:
     """stdin as async byte lines read by the event loop, so a shutdown never waits on a thread blocked
-    in read(). Split by `transport.LineSplitter` (no copy of a line: StreamReader's readline holds a
+    in read(). Split by `framing.LineSplitter` (no copy of a line: StreamReader's readline holds a
     50 MB line twice); a line over the limit comes out as None, to be answered, not to end the server.
     At EOF an unterminated last line still counts, as readline would give it."""
 

@@ -13,8 +13,9 @@ import pytest
 from mcp.shared.message import SessionMessage
 
 from coffer.errors import UpstreamError
+from coffer.gateway.framing import SMALL_MESSAGE, lines
 from coffer.gateway.pool import Pool, StartGate, probe
-from coffer.gateway.transport import SMALL_MESSAGE, TAIL_BYTES, StreamStats, child_env, lines, stdio_pipe
+from coffer.gateway.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
 from coffer.gateway.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
 from coffer.vault.registry import ServerConfig
 from tests.fixtures.gateway_harness import FIXTURE, descendants
