@@ -1,7 +1,7 @@
 """`coffer serve --http` beside the HTTP peers users compare it with: mcp-proxy and mcp-hub.
 
     python bench/bench_http_peers.py --install   # once: the peers into bench/.peers (not project deps)
-    python bench/bench_http_peers.py [--rounds 6] [--calls 40]
+    python bench/bench_http_peers.py [--rounds 6] [--calls 40] [--runs 5]
 
 Every gateway fronts the same upstream, the test suite's fixture server (an mcp 2.x SDK low-level server
 on stdio: `echo`, and `big` for a large result), and is reached on 127.0.0.1 by the same client, the MCP
@@ -10,11 +10,16 @@ SDK's, whose httpx connection is kept alive. Gateways: Coffer through its engine
 speaks the older HTTP+SSE transport, so the SDK's SSE client reaches it). Coffer's vault sets
 `result_max_tokens = 0`: the big result is relayed whole, as the peers relay it (kept results are
 measured in bench_big_call.py). The baseline is the fixture called directly over stdio in the same run.
-Measured, in interleaved rounds so machine load weighs on all alike:
-  - added latency: p50 of an echo call through the gateway minus p50 direct;
+Measured in `--runs` runs, each with fresh gateway processes (the same code differs by up to 0.15 ms
+from one process to the next), in interleaved rounds so machine load weighs on all alike:
+  - added latency: p50 of an echo call through the gateway minus p50 direct; and the same from the
+    minimal client (bench/http_clients/minimal.py: one socket, HTTP and JSON by hand, the same code for
+    every gateway and for the direct baseline), which leaves out what one SDK client transport costs
+    more than another (mcp-hub is reached by the SDK's SSE client, the others by its streamable one);
   - calls/s with 200 concurrent calls on one client session, and with 4 sessions x 50;
   - the gateway's CPU time per call during those two loads (its processes, the upstream's left out): what
-    the gateway itself costs, apart from the client, which shares the machine's cores with it;
+    the gateway itself costs, apart from the client, which shares the machine's cores with it; and the
+    client's (this process's) CPU time per call in the same loads, which differs by transport;
   - a 0.9 MB result (a small call, 0.9 MB back; the SDK's SSE client takes no event over 1 MB):
     p50 added over direct;
   - echo p50 from Node's global fetch (bench/http_clients/fetch_client.mjs), a kept-alive client as
@@ -294,8 +299,11 @@ async def open_sessions(stack: AsyncExitStack, gw: Gateway, n: int) -> list[Clie
 
 
 Figures = dict[str, dict[str, float]]  # gateway -> figure -> value (a figure a gateway lacks is absent)
-COLUMNS = ("added p50", "added p95", "minimal added", "0.9 MB added", "200 conc/s", "4x50 /s", "fetch p50", "CPU/call")
-LOWER_IS_BETTER = {"added p50", "added p95", "minimal added", "0.9 MB added", "fetch p50", "CPU/call"}
+COLUMNS = (
+    *("added p50", "added p95", "minimal added", "0.9 MB added", "200 conc/s", "4x50 /s", "fetch p50"),
+    *("CPU/call", "client CPU"),
+)
+LOWER_IS_BETTER = {"added p50", "added p95", "minimal added", "0.9 MB added", "fetch p50", "CPU/call", "client CPU"}
 COMPARED = ("added p50", "minimal added", "200 conc/s", "4x50 /s", "CPU/call")  # the issue's speed line, and CPU
 OURS = "coffer (engine)"
 
@@ -309,6 +317,7 @@ async def one_run(args: argparse.Namespace) -> tuple[Figures, float, float]:
     many: dict[str, list[float]] = {}
     fetched: dict[str, list[float]] = {}
     cost: dict[str, list[float]] = {}
+    client_cost: dict[str, list[float]] = {}
     bare: dict[str, list[float]] = {"direct": []}
     params = StdioServerParameters(command=sys.executable, args=UPSTREAM)
     async with AsyncExitStack() as stack:
@@ -344,10 +353,11 @@ async def one_run(args: argparse.Namespace) -> tuple[Figures, float, float]:
                 lat.setdefault(gw.name, []).extend(await timed(s, tool, {"text": "hi"}, args.calls))
                 bare.setdefault(gw.name, []).extend(await bare_timed(minimals[gw.name], args.calls))
                 big.setdefault(gw.name, []).extend(await timed(s, tool.replace("echo", "big"), MB, 3))
-                cpu = cpu_seconds(roots[gw.name])
+                cpu, mine = cpu_seconds(roots[gw.name]), time.process_time()
                 one.setdefault(gw.name, []).append(await rate([s], tool, 200))
                 many.setdefault(gw.name, []).append(await rate(sessions, tool, 50))
                 cost.setdefault(gw.name, []).append((cpu_seconds(roots[gw.name]) - cpu) * 1000 / 400)
+                client_cost.setdefault(gw.name, []).append((time.process_time() - mine) * 1000 / 400)
                 got = await anyio.to_thread.run_sync(fetch_p50, gw, args.calls * 2)
                 if got is not None:
                     fetched.setdefault(gw.name, []).append(got)
@@ -364,6 +374,7 @@ async def one_run(args: argparse.Namespace) -> tuple[Figures, float, float]:
                 "200 conc/s": statistics.median(one[name]),
                 "4x50 /s": statistics.median(many[name]),
                 "CPU/call": statistics.median(cost[name]),
+                "client CPU": statistics.median(client_cost[name]),
             }
             if fetched.get(name):
                 row["fetch p50"] = statistics.median(fetched[name])
