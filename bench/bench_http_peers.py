@@ -344,13 +344,17 @@ async def one_run(args: argparse.Namespace) -> tuple[Figures, float, float]:
             await bare_timed(client, args.calls)  # warm
         for r in range(args.rounds):
             order = opened if r % 2 == 0 else opened[::-1]
+            await timed(direct, "echo", {"text": "hi"}, 3)
             lat["direct"] += await timed(direct, "echo", {"text": "hi"}, args.calls)
             big["direct"] += await timed(direct, "big", MB, 3)
+            await bare_timed(minimals["direct"], 3)
             bare["direct"] += await bare_timed(minimals["direct"], args.calls)
             for gw, sessions in order:
                 s = sessions[0]
                 tool = gw.tool
+                await timed(s, tool, {"text": "hi"}, 3)  # not timed: the first calls after another's turn
                 lat.setdefault(gw.name, []).extend(await timed(s, tool, {"text": "hi"}, args.calls))
+                await bare_timed(minimals[gw.name], 3)
                 bare.setdefault(gw.name, []).extend(await bare_timed(minimals[gw.name], args.calls))
                 big.setdefault(gw.name, []).extend(await timed(s, tool.replace("echo", "big"), MB, 3))
                 cpu, mine = cpu_seconds(roots[gw.name]), time.process_time()
