@@ -308,8 +308,9 @@ COMPARED = ("added p50", "minimal added", "200 conc/s", "4x50 /s", "CPU/call")  
 OURS = "coffer (engine)"
 
 
-async def one_run(args: argparse.Namespace) -> tuple[Figures, float, float]:
-    """One run: fresh gateway processes, measured in interleaved rounds; (figures, direct p50s)."""
+async def one_run(args: argparse.Namespace, n: int) -> Figures:
+    """Run `n`: fresh gateway processes, measured in interleaved rounds; its table is printed before
+    they close, so an error on the way out loses no figures."""
     gws = gateways(args.peers)
     lat: dict[str, list[float]] = {"direct": []}
     big: dict[str, list[float]] = {"direct": []}
@@ -382,7 +383,9 @@ async def one_run(args: argparse.Namespace) -> tuple[Figures, float, float]:
             }
             if fetched.get(name):
                 row["fetch p50"] = statistics.median(fetched[name])
-        return figures, base, base_big  # (before the gateways close: an error on the way out loses no figures)
+        print(f"\nrun {n} of {args.runs}: direct stdio echo p50 {base:.2f} ms, 0.9 MB result p50 {base_big:.1f} ms")
+        table(figures)
+        return figures
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -391,10 +394,7 @@ async def main(args: argparse.Namespace) -> None:
     the gaps measured here, so a ranking is only told by how it holds over runs."""
     runs: list[Figures] = []
     for n in range(args.runs):
-        figures, base, base_big = await one_run(args)
-        runs.append(figures)
-        print(f"\nrun {n + 1} of {args.runs}: direct stdio echo p50 {base:.2f} ms, 0.9 MB result p50 {base_big:.1f} ms")
-        table(figures)
+        runs.append(await one_run(args, n + 1))
     if args.runs > 1:
         print(f"\nmedian of {args.runs} runs ({args.rounds} rounds x {args.calls} calls each)")
         names = list(dict.fromkeys(name for figures in runs for name in figures))
