@@ -95,8 +95,11 @@ async def streamable(port: int, tool: str) -> Client:
     client._closers.append(http.close)
     headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": VERSION}
     _, body = client.request("initialize", _INIT)
-    _, got, _ = await http.post("/mcp", body, headers)
+    _, got, answer = await http.post("/mcp", body, headers)
     headers["mcp-session-id"] = got["mcp-session-id"]
+    negotiated = re.search(rb'"protocolVersion":\s*"([^"]+)"', answer)  # (a JSON body or an SSE event)
+    if negotiated is not None:
+        headers["mcp-protocol-version"] = negotiated.group(1).decode()
     await http.post("/mcp", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', headers)
 
     async def call() -> None:
