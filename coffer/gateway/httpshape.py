@@ -29,6 +29,8 @@ from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp_types import JSONRPCError, JSONRPCResponse
 
+from coffer.gateway.framing import wire_bytes
+
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]
 App = Callable[[Any, Any, Send], Awaitable[None]]
@@ -120,7 +122,7 @@ async def relay(streams: tuple[MemoryObjectSendStream[Any], ObjectReceiveStream[
                 wait = PING_S
             continue
         message = got.message
-        body = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
+        body = wire_bytes(message)
         if isinstance(message, JSONRPCResponse | JSONRPCError):
             await reply.answer(body)
             return True
