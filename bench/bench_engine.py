@@ -38,10 +38,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from coffer.engine.daemon import pss_kib  # noqa: E402
-from coffer.gateway import share  # noqa: E402
-from coffer.gateway.reaper import tree  # noqa: E402
+from coffer.gateway import sessions  # noqa: E402
 from coffer.manage import servers as manage  # noqa: E402
 from coffer.manage.demo import demo_server_path  # noqa: E402
+from coffer.upstreams.reaper import tree  # noqa: E402
 from coffer.vault import registry  # noqa: E402
 
 DEMO = str(demo_server_path())
@@ -123,9 +123,9 @@ def pss_mib(pids: list[int]) -> float:
 
 
 def per_session(names: list[str]) -> list[str]:
-    """The servers the engine runs once per session (`coffer.gateway.share`): started at a session's first call."""
+    """The servers the engine runs once per session (`coffer.gateway.sessions`): started at a session's first call."""
     reg = registry.load()
-    return [n for n in names if share.decide(reg.get(n)).per_session]
+    return [n for n in names if sessions.decide(reg.get(n)).per_session]
 
 
 async def use_once(session: ClientSession, servers: list[str], tools: list[types.Tool]) -> None:

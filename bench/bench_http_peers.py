@@ -59,8 +59,8 @@ sys.path.insert(0, str(ROOT / "bench" / "http_clients"))
 
 import minimal  # noqa: E402
 
-from coffer.gateway.reaper import tree  # noqa: E402
 from coffer.manage import servers as manage  # noqa: E402
+from coffer.upstreams.reaper import tree  # noqa: E402
 from coffer.vault import registry  # noqa: E402
 
 UPSTREAM = [str(ROOT / "tests" / "fixtures" / "upstream_fixture.py"), "--mode", "big", "--name", "demo"]

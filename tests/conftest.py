@@ -42,7 +42,7 @@ def serve_mode(request: pytest.FixtureRequest) -> str:
 @pytest.fixture(autouse=True)
 def _serve_env(serve_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`coffer serve` processes a test starts see its mode (a developer's COFFER_STANDALONE never leaks in)."""
-    from coffer.cli.serve import STANDALONE_ENV
+    from coffer.engine.hosting import IN_PROCESS_ENV as STANDALONE_ENV
 
     if serve_mode == "standalone":
         monkeypatch.setenv(STANDALONE_ENV, "1")

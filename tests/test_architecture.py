@@ -1,8 +1,9 @@
 """The house rules, read off the source: every import points down the layers, and no modules form a circle.
 
 Layers, bottom to top (coffer/__init__.py draws them): errors; vault; trust, ranking, log; memory;
-gateway; manage; clients; console; cli. A module may import its own part and parts below it. Every import
-counts, including those inside functions and under `if TYPE_CHECKING:`.
+results, telemetry; upstreams; gateway; clients, engine; manage; console; cli. A module may import its
+own part and parts below it. Every import counts, including those inside functions and under
+`if TYPE_CHECKING:`.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ LAYER = {
     "coffer.memory": 3,
     "coffer.results": 4,
     "coffer.telemetry": 4,
-    "coffer.gateway": 5,
-    "coffer.clients": 6,
-    "coffer.engine": 6,
-    "coffer.manage": 7,
-    "coffer.examples": 7,
-    "coffer.console": 8,
-    "coffer.cli": 9,
-    "coffer.__main__": 10,
+    "coffer.upstreams": 5,
+    "coffer.gateway": 6,
+    "coffer.clients": 7,
+    "coffer.engine": 7,
+    "coffer.manage": 8,
+    "coffer.examples": 8,
+    "coffer.console": 9,
+    "coffer.cli": 10,
+    "coffer.__main__": 11,
 }
 
 

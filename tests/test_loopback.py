@@ -49,14 +49,14 @@ needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="read
 
 @needs_proc
 async def test_serve_http_connections_have_nodelay() -> None:
-    """`coffer serve --http`: its listener (serve._listen) under uvicorn and the gateway's real app."""
-    from coffer.gateway import serve
+    """`coffer serve --http`: its listener (coffer.loopback.tcp_listener) under uvicorn and the gateway's real app."""
+    from coffer.gateway import http as serve
     from coffer.gateway.server import Gateway
 
-    listener = serve._listen(0)
+    listener = tcp_listener(0)
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serve._serve_http, gateway, listener, "t" * 32)
+        tg.start_soon(serve.serve_on, gateway, listener, "t" * 32)
         assert await nodelay_of_a_connection(listener.getsockname()[1]) == 1
         tg.cancel_scope.cancel()
 
@@ -64,7 +64,7 @@ async def test_serve_http_connections_have_nodelay() -> None:
 @needs_proc
 async def test_oauth_callback_connections_have_nodelay() -> None:
     """The OAuth loopback callback, on the redirect URI's port, as `coffer auth` opens it."""
-    from coffer.gateway.oauth import interactive
+    from coffer.upstreams.oauth import interactive
 
     async with interactive("s", "http://127.0.0.1:9/mcp", headless=True) as provider:
         redirect = str(provider.context.client_metadata.redirect_uris[0])  # type: ignore[index]
@@ -88,14 +88,14 @@ def test_a_port_in_use_is_one_clear_error() -> None:
 
 async def test_the_gateway_answers_over_the_listener() -> None:
     """Not only accepted: a kept-alive client gets answers on one connection (401 without the token)."""
-    from coffer.gateway import serve
+    from coffer.gateway import http as serve
     from coffer.gateway.server import Gateway
 
-    listener = serve._listen(0)
+    listener = tcp_listener(0)
     port = listener.getsockname()[1]
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serve._serve_http, gateway, listener, "t" * 32)
+        tg.start_soon(serve.serve_on, gateway, listener, "t" * 32)
         async with httpx2.AsyncClient() as http:
             for _ in range(3):
                 response = await http.post(f"http://127.0.0.1:{port}/mcp", json={})

@@ -28,7 +28,7 @@ def add(
     as_json: JsonOpt = False,
 ) -> None:
     """Keep a note; long notes and files are split into passages. Prints the note's id."""
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
 
     if (text is None) == (file is None):
         raise UsageError("give the note as TEXT or --file PATH (one of them)")
@@ -55,7 +55,7 @@ def list_(
     as_json: JsonOpt = False,
 ) -> None:
     """List the notes in the vault, oldest first."""
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
 
     notes = memory.list_notes(tag)
     if as_json:
@@ -86,7 +86,7 @@ def rm(
     as_json: JsonOpt = False,
 ) -> None:
     """Delete a note and its passages."""
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
 
     removed = memory.remove_note(note_id)
     if as_json:
@@ -109,7 +109,7 @@ def ask(
     as_json: JsonOpt = False,
 ) -> None:
     """Find the passages of notes and upstream resources that answer a question (offline, no model)."""
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
 
     result = memory.search_vault(question, top_k)
     if as_json:

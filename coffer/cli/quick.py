@@ -108,7 +108,9 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
 
 def parse_serve(argv: Sequence[str]) -> tuple[str | None] | None:
     """(profile,) for `serve` or `serve --profile NAME` through the engine (stdio), else None."""
-    if not argv or argv[0] != "serve" or os.environ.get("COFFER_STANDALONE") == "1":
+    from coffer.engine.hosting import in_process
+
+    if not argv or argv[0] != "serve" or in_process():
         return None
     rest = list(argv[1:])
     if not rest:
@@ -130,9 +132,9 @@ def serve_front(profile: str | None) -> int:
             from coffer.vault import registry
 
             registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
-        from coffer.engine import front
+        from coffer.engine import hosting
 
-        front.run(profile)
+        hosting.serve(None, profile)
     except CofferError as exc:
         from coffer.cli import render
 

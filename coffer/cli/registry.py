@@ -190,7 +190,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one server: launch config (env masked), how the engine shares it, and its tools."""
-    from coffer.gateway import share
+    from coffer.gateway import sessions
     from coffer.manage import servers
 
     reg = registry.load()
@@ -212,7 +212,7 @@ def show(
     entry = snap.servers.get(name) if snap is not None else None
     data = cfg.to_dict(mask=True) | state | {"tools": tools, "catalogued": entry is not None and not entry.error}
     data["list_error"] = entry.error if entry is not None else None
-    how = share.decide(cfg, entry.seen if entry is not None else ())
+    how = sessions.decide(cfg, entry.seen if entry is not None else ())
     data["share"] = {"mode": how.mode, "why": how.reason}
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "server": data})

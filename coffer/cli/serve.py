@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Annotated
 
 import typer
 
 from coffer.cli._app import app
 from coffer.errors import UsageError
-
-STANDALONE_ENV = "COFFER_STANDALONE"  # "1": every `coffer serve` runs in-process (as --standalone)
 
 
 @app.command()
@@ -51,24 +48,6 @@ def serve(
         from coffer.vault import registry
 
         registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
-    if not standalone and os.environ.get(STANDALONE_ENV) != "1":
-        from coffer.engine import front
+    from coffer.engine import hosting
 
-        if http is None:
-            front.run(profile)
-        _serve_through_engine(http, profile, not no_auth)
-    from coffer.gateway.serve import run
-
-    run(http_port=http, profile=profile, auth=not no_auth)
-
-
-def _serve_through_engine(port: int, profile: str | None, auth: bool) -> None:
-    """`serve --http` through the engine until a signal ends it (then its port closes; the engine stays
-    for its other sessions until idle)."""
-    import signal
-
-    from coffer.engine import front
-
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    signal.signal(signal.SIGHUP, lambda *_: os._exit(0))
-    front.run_http(port, profile, auth)
+    hosting.serve(http, profile, auth=not no_auth, standalone=standalone)

@@ -6,7 +6,7 @@ host's MCP stream, served like `coffer serve`'s stdio (each message parsed once,
 bytes); `{"coffer": "status"}` gets one JSON line back (`coffer status`); `{"coffer": "stop"}` ends
 the engine. A connection from another user is closed at once (`SO_PEERCRED`). The engine exits after
 `COFFER_ENGINE_IDLE` seconds with no session (0: when the last one ends), on SIGTERM/SIGINT, or when
-told to stop; every upstream stops with it (a `kill -9` included: coffer.gateway.reaper).
+told to stop; every upstream stops with it (a `kill -9` included: coffer.upstreams.reaper).
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ from typing import Any
 import anyio
 
 from coffer.engine import place
-from coffer.gateway.listing import session_profile
+from coffer.engine.hosting import setup_logging
+from coffer.gateway import http, stdio
+from coffer.gateway.listings import session_profile
 from coffer.gateway.pool import Pool
-from coffer.gateway.reaper import tree
-from coffer.gateway.serve import _serve_pipes, _setup_logging, _StdinLines, _StdoutWire, http_server
 from coffer.gateway.server import Gateway
 from coffer.gateway.tasks import session_key
+from coffer.upstreams.reaper import tree
 
 log = logging.getLogger("coffer.engine")
 HEADER_LIMIT = 4096
@@ -128,8 +129,9 @@ class Engine:
 
     async def _serve(self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-            async with self._session(hello):
-                await _serve_pipes(self.gateway, _StdinLines(reader), _StdoutWire(writer))
+            lines, wire = stdio.StdinLines(reader), stdio.StdoutWire(writer)
+            async with self._session(hello), stdio.pipe_streams(lines, wire) as (read, write):
+                await self.gateway.serve(read, write)
 
     async def _serve_http(
         self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -153,7 +155,7 @@ class Engine:
             from coffer.trust.http_token import serve_token
 
             token = await anyio.to_thread.run_sync(serve_token)
-        server = http_server(self.gateway, token, quiet=True)
+        server = http.server(self.gateway, token, quiet=True)
         try:
             async with (
                 self._session(hello, sock.getsockname()[1], one_host=False) as session,
@@ -301,7 +303,7 @@ async def _watch_signals(stop: anyio.Event) -> None:
 def main() -> None:
     if os.fork() > 0:  # detach: the front that started us waits for the socket, not for this process
         os._exit(0)
-    _setup_logging()
+    setup_logging()
     code = 0
     try:
         anyio.run(_main)

@@ -331,7 +331,7 @@ def run(profile: str | None = None) -> NoReturn:
 def run_http(port: int, profile: str | None, auth: bool) -> NoReturn:
     """Have the engine serve streamable HTTP on 127.0.0.1:`port` until this process is stopped (never
     returns). Raises CofferError, before anything is served, when the port cannot be bound."""
-    from coffer.gateway.serve import serving_line
+    from coffer.gateway.http import serving_line
 
     first = True
     while True:

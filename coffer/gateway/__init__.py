@@ -1,10 +1,27 @@
-"""The gateway behind `coffer serve`, top to bottom as a tools/call travels:
+"""The host side of the wire: one MCP server over every upstream, as a tools/call travels it.
 
-`serve` (the process: stdio or HTTP, signals) -> `server` (the MCP server: handlers, the invocation
-log) -> `builtins` (coffer__search_tools, coffer__ask) and `routes` (curation, resolution, routing to
-the owning upstream) -> `view` (the registry as served, the merged catalogue, `merge`) and `relay`
-(what upstreams ask of the host) -> `pool` (bounded starts, `gate`) -> `upstream` (one session per
-server; `faults`: backoff and what can be advertised; `knowledge`: its text resources for coffer__ask)
--> `outbound` (requests Coffer can cancel) and `transport` (stdio and HTTP pipes).
-Imports the vault, trust, ranking, log and memory; nothing in it imports upward.
+Modules, from the host's transport in:
+
+    stdio       the host's stdio as (read, write) streams: this process's, or an engine front's socket
+    http        streamable HTTP behind uvicorn on loopback: bearer token, protocol-version guard
+    httpshape   JSON or SSE per HTTP request, the SDK's transport bent through the seam
+    sdk         the host half of the SDK seam (the client half is coffer.upstreams.sdk)
+    server      the MCP server: handlers, built-ins, the invocation log, upstream listings merged in
+    listings    list requests: the merged view, new servers given a bounded chance, profiles, paging
+    advertise   which tools a profile advertises (pure)
+    paging      one page of a merged list
+    builtins    coffer__search_tools, coffer__ask, coffer__call_tool: definitions and answers
+    bigresults  results over the cap kept and previewed; coffer__read_result
+    routes      curation at call time, resolution of exposed names, routing to the owning upstream
+    tasks       task-augmented calls relayed to upstreams, owned by the session that made them
+    view        the registry as served: curation, pins, the merged catalogue (`merge`)
+    merge       every upstream's listing merged under exposed names
+    apps        MCP Apps: ui:// resources and their tools' metadata
+    relay       what upstreams ask of the host (sampling, elicitation, roots, logs, progress)
+    rounds      the bridge from server-to-client requests to 2026-07-28 multi-round results
+    pool        the running upstreams: bounded starts, per-session pools, a clean stop
+    sessions    what belongs to one host session (`HostSession`), and which servers run per session
+
+Imports the upstreams (coffer.upstreams: the client side), the vault, trust, ranking, log, memory,
+results and telemetry; nothing in it imports upward.
 """

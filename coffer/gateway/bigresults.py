@@ -20,7 +20,7 @@ from mcp import MCPError
 
 from coffer.errors import CofferError
 from coffer.gateway.builtins import CallFailure, text_result
-from coffer.results import kept, preview, spill, store, text
+from coffer.results import archive, kept, preview, spill, text
 from coffer.vault.registry import ServerConfig
 
 DEFAULT_CAP = 25_000
@@ -46,7 +46,7 @@ def cap_for(settings: Mapping[str, Any], cfg: ServerConfig | None, meta: Mapping
 
 async def shrink(
     result: dict[str, Any], server: str, tool: str, cap: int, settings: Mapping[str, Any], schema: bool = False
-) -> tuple[dict[str, Any], store.Kept | None]:
+) -> tuple[dict[str, Any], archive.Kept | None]:
     """`result` as the host should get it: itself when under the cap, else a preview of it kept whole
     (`schema`: the tool declares an output schema, whose structured content must pass whole). Its long
     strings may have been decoded into files by the transport (coffer.results.spill): claimed here, read
@@ -58,7 +58,7 @@ async def shrink(
         measure = await anyio.to_thread.run_sync(preview.measure, result, cap) if cap > 0 else None
         if measure is None or not measure.over:
             return dict(await anyio.to_thread.run_sync(spill.whole, result, spilled)), None
-        keep_days, _ = store.settings_of(settings)
+        keep_days, _ = archive.settings_of(settings)
         saved = await anyio.to_thread.run_sync(kept.keep, result, server, tool, measure, settings)
         shown = await anyio.to_thread.run_sync(preview.build, result, saved, cap, keep_days, schema)
         return shown, saved
@@ -68,14 +68,14 @@ async def shrink(
 
 
 def is_kept_uri(uri: str) -> bool:
-    return uri.startswith(store.URI_PREFIX)
+    return uri.startswith(archive.URI_PREFIX)
 
 
 async def read(uri: str) -> dict[str, Any]:
     """`resources/read` of a kept result: the original, whole. One text part comes back as that text; a
     single image, audio or blob as itself; anything else as the result's JSON."""
     try:
-        original = await anyio.to_thread.run_sync(store.load, uri)
+        original = await anyio.to_thread.run_sync(archive.load, uri)
     except CofferError as exc:
         raise MCPError(code=types.INVALID_PARAMS, message=str(exc)) from None
     items = [i for i in original.get("content") or [] if isinstance(i, dict)]

@@ -133,7 +133,7 @@ def tool_definitions() -> list[dict[str, Any]]:
 
 
 def call_tool_definition() -> dict[str, Any]:
-    """`coffer__call_tool`: advertised only when a profile hides tools (coffer.gateway.profiles)."""
+    """`coffer__call_tool`: advertised only when a profile hides tools (coffer.gateway.advertise)."""
     return {
         "name": CALL,
         "description": (
@@ -194,7 +194,7 @@ async def ask(ctx: Any, args: dict[str, Any], servers: list[str]) -> dict[str, A
     """Passages from the user's notes and the enabled servers' resources, answered by sampling when possible."""
     question = _text_arg(args, "question", ASK)
     k = top_k(args)
-    from coffer.memory.store import answer
+    from coffer.memory.knowledge import answer
 
     try:
         result = await answer(question, k, sampler(ctx), servers=servers)

@@ -29,7 +29,7 @@ from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp_types import JSONRPCError, JSONRPCResponse
 
-from coffer.gateway.framing import wire_bytes
+from coffer.upstreams.framing import wire_bytes
 
 Message = MutableMapping[str, Any]
 Send = Callable[[Message], Awaitable[None]]

@@ -5,7 +5,7 @@ makes every one of them late. The gate lets a few start at a time; an upstream a
 for jumps the queue, and a start that hangs gives its slot back after `SLOT_HOLD_S`.
 
 Under the engine (`share` given) a server that keeps per-client state runs once per session
-(coffer.gateway.share): each session has a child pool (`session()`), which shares the gate and the
+(coffer.gateway.sessions): each session has a child pool (`session()`), which shares the gate and the
 process list, starts each of those servers the first time its session needs it (a call to it, or a
 listing the catalogue cannot answer for), and stops them when the session ends.
 `get()` answers from the child of the session being served (`session_pool`).
@@ -23,10 +23,10 @@ import anyio
 import anyio.abc
 
 from coffer.errors import UpstreamError
-from coffer.gateway.gate import StartGate
 from coffer.gateway.relay import Relay
-from coffer.gateway.share import Share
-from coffer.gateway.upstream import State, Upstream
+from coffer.gateway.sessions import Share
+from coffer.upstreams.gate import StartGate
+from coffer.upstreams.upstream import State, Upstream
 from coffer.vault.registry import ServerConfig
 
 # Measured on the 2-core dev box, 16 SDK upstreams (python bench/bench_gateway.py --starts --start-servers 16):
@@ -187,7 +187,7 @@ class Pool:
     def host_known(self, host: Any) -> None:
         """The session being served finished its handshake: its own servers may now start, told what it
         declared. They start when it first needs them (a call, or a listing the catalogue cannot give:
-        `coffer.gateway.listing`), not now: an agent that never opens the browser runs no browser."""
+        `coffer.gateway.listings`), not now: an agent that never opens the browser runs no browser."""
         child = self._current()
         if child is not None and not child.started:
             child.started = True

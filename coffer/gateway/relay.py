@@ -114,7 +114,7 @@ class Relay:
         # (server, elicitation id) -> the host session that got that URL elicitation, for its completion
         self._elicitations: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self.on_notice: Callable[[str, Any], Awaitable[None]] | None = None  # the rest (tasks: coffer.gateway.tasks)
-        self.on_roots_outside_call: Callable[[str], None] | None = None  # coffer.gateway.share.SEEN_ROOTS
+        self.on_roots_outside_call: Callable[[str], None] | None = None  # coffer.gateway.sessions.SEEN_ROOTS
 
     # ------------------------------------------------------------------ hosts and calls
 

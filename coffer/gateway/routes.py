@@ -25,9 +25,9 @@ from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.rounds import Round, Rounds, UnknownRound
 from coffer.gateway.tasks import TaskRelay, task_required
-from coffer.gateway.upstream import UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.trust.redact import scrub
+from coffer.upstreams.upstream import UpstreamUnavailable
 from coffer.vault.catalogue import CatalogueTool
 
 NO_COMPLETION: dict[str, Any] = {"completion": {"values": [], "hasMore": False}}

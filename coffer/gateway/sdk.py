@@ -1,19 +1,11 @@
-"""The one module that reaches past the MCP SDK's public API; written for mcp 2.3.x (`mcp-types` alike).
+"""The host half of the SDK seam: every use of the MCP SDK's internals on the host side of the wire.
+
+Written for mcp 2.3.x (`mcp-types` alike); the client half is `coffer/upstreams/sdk.py`, which also holds the
+version check both halves share.
 
 pyproject pins `mcp>=2.3,<2.4`; `tests/gateway/test_sdk.py` fails with a clear message when the
 installed SDK is outside `SUPPORTED`, or when a private named here is gone. Each private, and why:
 
-- `ClientSession._stamp(data, opts)` (set in `ClientSession.__init__`): adds the negotiated era's
-  request `_meta` and HTTP headers to an outgoing request. Coffer sends upstream requests itself
-  (`send_raw`) so it can pick their ids and cancel them before answering the host
-  (`coffer.gateway.outbound`), and the SDK's `subscriptions.py` stamps the same way.
-- `ClientSession._dispatcher.send_raw_request(method, params, opts)`: sends a request with
-  caller-chosen options (`request_id`, `cancel_on_abandon=False`) and returns the raw result dict, so
-  a result the SDK's models would reject (a tool with a broken schema) reaches the gateway to judge.
-- `OAuthClientProvider._initialize()` and `._auth_flow(request)`: the provider's load step and its
-  httpx auth generator. `OAuthProvider` below keeps a stored token's expiry on load (the SDK drops it,
-  so an expired token was sent once before being refreshed) and answers a 401 on a request carrying a
-  refreshable token with one refresh and a retry, before asking for a new authorisation.
 - `mcp.server._otel.OpenTelemetryMiddleware`: the SDK's own SERVER span per inbound request (continuing
   the host's `traceparent`). `GatewayServer` drops it from `Server.middleware` (not free even without an
   exporter) and puts it back first when telemetry is on (`trace_requests`, coffer.telemetry).
@@ -38,19 +30,13 @@ to decide capabilities at each initialize from the live upstreams; `Server.middl
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
-import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
-from mcp import ClientSession
-from mcp.client.auth import OAuthClientProvider
-from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.server import Server
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.session import ServerSession
@@ -70,26 +56,17 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from coffer.gateway.httpshape import Reply, lifespan_app, relay
+from coffer.upstreams import sdk as client_sdk
 
 log = logging.getLogger(__name__)
 
-SUPPORTED = ((2, 3), (2, 4))  # [low, high) by (major, minor): the releases this module was written against
-DISTRIBUTIONS = ("mcp", "mcp-types")
-
-
-def _has(cls: type, name: str) -> Callable[[], bool]:
-    return lambda: callable(getattr(cls, name, None))
-
-
+SUPPORTED, DISTRIBUTIONS = client_sdk.SUPPORTED, client_sdk.DISTRIBUTIONS
 PRIVATES: dict[str, Callable[[], bool]] = {
-    "ClientSession.__init__ sets self._stamp": lambda: "_stamp" in ClientSession.__init__.__code__.co_names,
-    "ClientSession.__init__ sets self._dispatcher": lambda: "_dispatcher" in ClientSession.__init__.__code__.co_names,
+    **client_sdk.PRIVATES,
     "ServerSession.__init__ sets self._connection": lambda: "_connection" in ServerSession.__init__.__code__.co_names,
-    "OAuthClientProvider._initialize": _has(OAuthClientProvider, "_initialize"),
-    "OAuthClientProvider._auth_flow": _has(OAuthClientProvider, "_auth_flow"),
     "mcp.server._otel.OpenTelemetryMiddleware": lambda: _otel_middleware() is not None,
     **{
-        f"StreamableHTTPServerTransport.{name}": _has(_SDKTransport, name)
+        f"StreamableHTTPServerTransport.{name}": client_sdk.has(_SDKTransport, name)
         for name in (
             "_handle_post_request",
             "_check_content_type",
@@ -101,7 +78,7 @@ PRIVATES: dict[str, Callable[[], bool]] = {
             "_clean_up_memory_streams",
         )
     },
-    "StreamableHTTPSessionManager._admit_session": _has(StreamableHTTPSessionManager, "_admit_session"),
+    "StreamableHTTPSessionManager._admit_session": client_sdk.has(StreamableHTTPSessionManager, "_admit_session"),
     "StreamableHTTPServerTransport.__init__ sets _request_streams and _event_store": lambda: (
         {"_request_streams", "_event_store"} <= set(_SDKTransport.__init__.__code__.co_names)
     ),
@@ -117,28 +94,8 @@ def _otel_middleware() -> Any:
 
 
 def version_problems() -> list[str]:
-    """What is wrong with the installed SDK for this module: versions outside `SUPPORTED`, privates gone."""
-    problems = []
-    low, high = SUPPORTED
-    for dist in DISTRIBUTIONS:
-        try:
-            version = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            problems.append(f"{dist} is not installed")
-            continue
-        release = tuple(int(p) for p in version.split(".")[:2] if p.isdigit())
-        if not low <= release < high:
-            problems.append(
-                f"{dist} {version} is installed, but coffer/gateway/sdk.py was written for "
-                f"{low[0]}.{low[1]}.x (pyproject pins >={low[0]}.{low[1]},<{high[0]}.{high[1]}): "
-                "re-check each private it names before widening the pin"
-            )
-    problems += [
-        f"the SDK no longer has {name} (coffer/gateway/sdk.py relies on it)"
-        for name, ok in PRIVATES.items()
-        if not ok()
-    ]
-    return problems
+    """What is wrong with the installed SDK for either half of the seam (coffer.upstreams.sdk)."""
+    return client_sdk.version_problems(PRIVATES)
 
 
 def host_connection(session: Any) -> Any:
@@ -150,58 +107,6 @@ def host_client(session: Any) -> tuple[str | None, str | None]:
     """The host's name and version from its `initialize` (None, None for a 2026-07-28 host without them)."""
     info = getattr(getattr(session, "client_params", None), "client_info", None)
     return getattr(info, "name", None), getattr(info, "version", None)
-
-
-def stamp(session: ClientSession, data: dict[str, Any], opts: dict[str, Any]) -> None:
-    """Add the negotiated era's `_meta` and headers to an outgoing request, as the SDK itself does."""
-    session._stamp(data, opts)  # type: ignore[arg-type]
-
-
-async def send_raw(session: ClientSession, method: str, params: dict[str, Any] | None, opts: dict[str, Any]) -> Any:
-    """Send one request with our own options; the result comes back as the wire-format dict."""
-    return await session._dispatcher.send_raw_request(method, params, opts)  # type: ignore[arg-type]
-
-
-class OAuthProvider(OAuthClientProvider):
-    """The SDK's provider with two gaps filled (see the module docstring). `flow_errors` are recorded in
-    `failure` (why the last flow failed, for the upstream's one-line error) and re-raised."""
-
-    flow_errors: tuple[type[BaseException], ...] = (OAuthFlowError,)
-    failure: BaseException | None = None
-
-    async def _initialize(self) -> None:
-        await super()._initialize()
-        tokens = self.context.current_tokens
-        if tokens is not None and tokens.expires_in is not None:
-            self.context.update_token_expiry(tokens)
-
-    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        for attempt in range(2):
-            inner = super()._auth_flow(request)
-            retry = False
-            try:
-                outgoing = await inner.__anext__()
-                while True:
-                    response = yield outgoing
-                    if (
-                        attempt == 0
-                        and outgoing is request
-                        and response.status_code == 401
-                        and self.context.can_refresh_token()
-                    ):
-                        retry = True
-                        break
-                    outgoing = await inner.asend(response)
-            except StopAsyncIteration:
-                return
-            except self.flow_errors as exc:
-                self.failure = exc
-                raise
-            finally:
-                await inner.aclose()
-            if not retry:
-                return
-            self.context.token_expiry_time = time.time() - 1  # the server says it is spent: refresh first
 
 
 LEGACY_CHANGED = NotificationOptions(tools_changed=True, prompts_changed=True, resources_changed=True)

@@ -29,24 +29,25 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import bigresults, builtins, knowledge, outbound, paging, profiles, rounds, share
+from coffer.gateway import advertise, bigresults, builtins, paging, rounds, sessions
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, SEARCH, CallFailure, HostError, text_result
-from coffer.gateway.listing import DISCOVERY_BUDGET_S, Listings
+from coffer.gateway.listings import DISCOVERY_BUDGET_S, Listings
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
 from coffer.gateway.sdk import GatewayServer, host_client, host_connection
-from coffer.gateway.share import Share
+from coffer.gateway.sessions import Share
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
-from coffer.gateway.upstream import Upstream, UpstreamUnavailable
 from coffer.gateway.view import View
 from coffer.log.calls import CallLog, CallRecord
-from coffer.memory.store import index_resources
+from coffer.memory.knowledge import index_resources
 from coffer.telemetry import otlp
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.trust.redact import scrub
+from coffer.upstreams import outbound, resources
+from coffer.upstreams.upstream import Upstream, UpstreamUnavailable
 from coffer.vault import catalogue
 from coffer.vault.registry import Profile, Registry, ServerConfig
 
@@ -81,12 +82,12 @@ class Gateway(Listings):
         sessions: bool = False,
     ) -> None:
         """`host_wait`: how long upstream handshakes wait for the host's capabilities (None: many hosts);
-        `profile`: the `[profiles.NAME]` whose tools are advertised (coffer.gateway.profiles); `sessions`:
+        `profile`: the `[advertise.NAME]` whose tools are advertised (coffer.gateway.advertise); `sessions`:
         many sessions are served (the engine), so servers with per-client state run once per session."""
         self.calllog = calllog
         self.profile_name = profile  # the default; an engine session names its own (`session_profile`)
         self._profiles: dict[str, Profile] = {}
-        self._shown: dict[str, profiles.Advertised] = {}  # chosen once per profile: clients keep their first list
+        self._shown: dict[str, advertise.Advertised] = {}  # chosen once per profile: clients keep their first list
         self.discovery_budget = discovery_budget
         self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.gateway.relay)
         self.pool = Pool(
@@ -215,7 +216,7 @@ class Gateway(Listings):
     async def _index_resources(self, up: Upstream) -> None:
         """Feed an upstream's text resources to coffer__ask's index, off every request's path."""
         try:
-            items = await knowledge.text_resources(up)
+            items = await resources.text_resources(up)
             await anyio.to_thread.run_sync(index_resources, up.name, items)
         except (CofferError, MCPError, UpstreamUnavailable, OSError) as exc:
             log.warning("could not index the resources of %s: %s", up.name, exc)
@@ -295,6 +296,10 @@ class Gateway(Listings):
         """None: the SDK asks `GatewayServer` at each initialize, so capabilities follow the upstreams."""
         return None
 
+    async def serve(self, read: Any, write: Any) -> None:
+        """Serve one host over a transport's (read, write) streams (coffer.gateway.stdio) until it goes."""
+        await self.server.run(read, write, self.initialization_options())
+
     async def _on_initialized(self, ctx: Any, params: Any) -> None:
         if ctx.session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             self.relay.add_host(ctx.session)  # kept for list_changed and relaying, valid for the whole connection
@@ -304,17 +309,17 @@ class Gateway(Listings):
         await self.relay.roots_changed(up.session for up in self.pool.running() if up.session)
 
     def share_of(self, cfg: ServerConfig) -> Share:
-        """How the engine runs `cfg` (coffer.gateway.share), from its entry and what it was seen doing."""
-        return share.decide(cfg, self.view.seen.get(cfg.name, ()))
+        """How the engine runs `cfg` (coffer.gateway.sessions), from its entry and what it was seen doing."""
+        return sessions.decide(cfg, self.view.seen.get(cfg.name, ()))
 
     def _roots_outside_call(self, server: str) -> None:
         """A server asked for roots with no call in flight: remembered, and under the engine it runs once
         per session from now on (each asks its own host), unless its entry says how to share it."""
         seen = self.view.seen.setdefault(server, set())
-        if share.SEEN_ROOTS in seen:
+        if sessions.SEEN_ROOTS in seen:
             return
-        seen.add(share.SEEN_ROOTS)
-        self.pool.spawn(anyio.to_thread.run_sync, catalogue.note_seen, server, share.SEEN_ROOTS)
+        seen.add(sessions.SEEN_ROOTS)
+        self.pool.spawn(anyio.to_thread.run_sync, catalogue.note_seen, server, sessions.SEEN_ROOTS)
         if self.pool.share is not None:
             self.pool.resync()
 

@@ -37,7 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from coffer.gateway import paging
 from coffer.gateway.sdk import host_client
 from coffer.gateway.sdk import host_connection as _connection
-from coffer.gateway.upstream import UpstreamUnavailable
+from coffer.upstreams.upstream import UpstreamUnavailable
 
 log = logging.getLogger("coffer.tasks")
 # Which engine session a handler serves (set around the session's `server.run`; None standalone).

@@ -40,7 +40,7 @@ class View:
         self.live: set[str] = set()  # servers listed live by this gateway (the rest come from the snapshot)
         self.told: dict[str, frozenset[str]] = {}  # snapshot entries: host capabilities they were listed under
         self.server_caps: dict[str, dict[str, Any]] = {}  # what each server declared (live, else snapshot)
-        self.seen: dict[str, set[str]] = {}  # what each server was seen doing (coffer.gateway.share)
+        self.seen: dict[str, set[str]] = {}  # what each server was seen doing (coffer.gateway.sessions)
         self.errors: dict[str, str] = {}  # servers that never listed, and why (snapshot, or this start)
         self.version = 0
         self._reg_stamp: tuple[int, int, int] | None = None

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from sqlite_utils import Migrations
 
 from coffer.errors import UsageError
-from coffer.vault.store import immediate
+from coffer.vault.database import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -141,14 +141,14 @@ _KEPT_ID = re.compile(r"[0-9a-f]{32}")
 
 def migrate(db: sqlite_utils.Database) -> None:
     """Bring the log's tables up to date (safe with concurrent openers)."""
-    from coffer.vault.store import migrate as apply
+    from coffer.vault.database import migrate as apply
 
     apply(db, MIGRATIONS)
 
 
 def open_log(path: Path | None = None, *, check_same_thread: bool = True) -> sqlite_utils.Database:
     """Open coffer.db with the log schema up to date (the CLI's reader, the writer's connection)."""
-    from coffer.vault.store import open_db
+    from coffer.vault.database import open_db
 
     db = open_db(path, check_same_thread=check_same_thread)
     migrate(db)

@@ -101,7 +101,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def call_counts(path: Path | None = None) -> dict[tuple[str, str], int]:
-    """Calls per (server, tool), all time: the order a profile's cap follows (coffer.gateway.profiles)."""
+    """Calls per (server, tool), all time: the order a profile's cap follows (coffer.gateway.advertise)."""
     db = open_log(path)
     try:
         rows = db.execute("SELECT server, tool, COUNT(*) FROM calls GROUP BY server, tool").fetchall()

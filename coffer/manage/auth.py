@@ -2,7 +2,7 @@
 
 Both go through the same upstream machinery as `coffer serve` (pool, upstream, curation), so what
 works here works for agents. `coffer auth` lets this process run the authorization flow
-(`coffer.gateway.oauth`) and then lists the server into the catalogue, as `coffer refresh` does.
+(`coffer.upstreams.oauth`) and then lists the server into the catalogue, as `coffer refresh` does.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import anyio
 import mcp_types as types
 
 from coffer.errors import CofferError, NotFoundError, UpstreamError, UsageError
-from coffer.gateway import oauth
 from coffer.gateway.pool import Pool
-from coffer.gateway.upstream import UpstreamUnavailable
 from coffer.manage import refresh
 from coffer.trust import curation, oauth_store
 from coffer.trust.pinning import Pins
+from coffer.upstreams import oauth
+from coffer.upstreams.upstream import UpstreamUnavailable
 from coffer.vault import catalogue, registry
 
 

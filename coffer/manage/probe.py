@@ -45,7 +45,7 @@ class Probe:
 
 
 def _probe_of(up: Any) -> Probe:
-    from coffer.gateway.upstream import State
+    from coffer.upstreams.upstream import State
 
     status = up.status()
     tail = [line for line in str(status.get("stderr_tail") or "").splitlines() if line.strip()][-STDERR_LINES:]
@@ -72,9 +72,9 @@ def _probe_of(up: Any) -> Probe:
 async def _probe_all(
     configs: list[ServerConfig], limit: int, on_done: Callable[[Probe], None] | None, read_resources: bool
 ) -> list[Probe]:
-    from coffer.gateway import knowledge
     from coffer.gateway.pool import SLOT_HOLD_S, Pool
-    from coffer.gateway.upstream import START_SLACK_S, State
+    from coffer.upstreams import resources
+    from coffer.upstreams.upstream import START_SLACK_S, State
 
     done: dict[str, Probe] = {}
     waves = math.ceil(len(configs) / max(1, limit))  # a queued start waits at most this many slot holds
@@ -83,7 +83,7 @@ async def _probe_all(
         await up.wait_settled(up.cfg.timeout + START_SLACK_S + waves * SLOT_HOLD_S)
         probe = done[up.name] = _probe_of(up)
         if read_resources and probe.ok:
-            items = await knowledge.text_resources(up)  # the gateway's reader: unreadable or binary ones skipped
+            items = await resources.text_resources(up)  # the gateway's reader: unreadable or binary ones skipped
             probe.resources = items if up.state is State.READY else None  # died meanwhile: keep the old index
         if on_done is not None:
             on_done(probe)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from coffer.gateway import builtins, profiles
+from coffer.gateway import advertise, builtins
 from coffer.log.query import call_counts
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
@@ -31,8 +31,8 @@ def previews(names: list[str | None], reg: registry.Registry | None = None) -> l
     for profile in chosen:
         shown = None
         if profile is not None:
-            shown = profiles.select(profile, tools, len(defs), counts, list(reg.servers))
-        listed = profiles.tools_result(
+            shown = advertise.select(profile, tools, len(defs), counts, list(reg.servers))
+        listed = advertise.tools_result(
             defs, builtins.call_tool_definition(), tools, shown, profile.max_tools if profile else None
         )
         row: dict[str, Any] = profile.to_dict() if profile else {"name": None, "mode": "all", "max_tools": None}
@@ -40,7 +40,7 @@ def previews(names: list[str | None], reg: registry.Registry | None = None) -> l
             row
             | {
                 "advertised": len(listed),
-                "tokens": profiles.tokens(listed),
+                "tokens": advertise.tokens(listed),
                 "hides": bool(shown and shown.hides),
                 "advertised_tools": [t["name"] for t in listed],
             }

@@ -62,7 +62,7 @@ def record_listing(
 
     Returns (exposed names held now, resources indexed or None when `resources` is None).
     """
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
 
     meta = None if capabilities is None else {"told": [], "capabilities": capabilities}  # probes relay nothing
     catalogue.save_server(name, listing, meta=meta)

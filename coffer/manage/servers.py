@@ -20,7 +20,7 @@ import anyio
 from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError
 from coffer.manage.probe import probe_configs
 from coffer.manage.refresh import Refreshed, probe_and_record, refresh
-from coffer.memory import store as memory
+from coffer.memory import knowledge as memory
 from coffer.trust import oauth_store
 from coffer.trust.pinning import Pins, approve_server_config
 from coffer.vault import catalogue, registry
@@ -143,7 +143,7 @@ def add(
     if oauth_client is not None:
         oauth_store.preregister(cfg.name, oauth_client[0], oauth_client[1], "http://127.0.0.1/callback")
     if cfg.url and not cfg.oauth and probe and cfg.enabled:
-        from coffer.gateway import oauth
+        from coffer.upstreams import oauth
 
         if anyio.run(oauth.challenge, cfg.url, _expandable_headers(cfg)):
             registry.set_oauth(cfg.name, True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coffer.errors import NotFoundError, UsageError
-from coffer.gateway.profiles import matches  # the profile's own filter, as `coffer serve` applies it
+from coffer.gateway.advertise import matches  # the profile's own filter, as `coffer serve` applies it
 from coffer.log import query as log
 from coffer.log.calls import open_log
 from coffer.trust import curation

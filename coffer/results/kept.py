@@ -11,10 +11,10 @@ import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from coffer.memory import store as memory
-from coffer.results import store
+from coffer.memory import knowledge as memory
+from coffer.results import archive
+from coffer.results.archive import Kept
 from coffer.results.preview import Measure
-from coffer.results.store import Kept
 from coffer.results.text import text_pieces
 
 WINDOW_CHARS = 256 * 1024  # indexed a piece at a time
@@ -23,11 +23,11 @@ INDEX_CHARS = 8 * 1024 * 1024  # text of one kept result searchable by coffer__a
 
 def keep(result: Mapping[str, Any], server: str, tool: str, measure: Measure, settings: Mapping[str, Any]) -> Kept:
     """Keep `result` whole, sweep what expired or overflows the budget, index its text."""
-    kept = store.keep(result, server, tool, measure.tokens, measure.kind, settings)
-    _, budget_mb = store.settings_of(settings)
-    gone = store.sweep(budget_mb, spare=kept.id)
+    kept = archive.keep(result, server, tool, measure.tokens, measure.kind, settings)
+    _, budget_mb = archive.settings_of(settings)
+    gone = archive.sweep(budget_mb, spare=kept.id)
     if gone:
-        memory.forget_results(store.URI_PREFIX + rid for rid in gone)
+        memory.forget_results(archive.URI_PREFIX + rid for rid in gone)
     windows = _windows(text_pieces(result), INDEX_CHARS)
     first = next((w for w in windows if w.strip()), None)  # blank text has nothing to index
     if first is not None:
@@ -53,21 +53,21 @@ def _windows(pieces: Iterable[str], limit: int, size: int = WINDOW_CHARS) -> Ite
 
 
 def listing() -> list[Kept]:
-    return store.listing()
+    return archive.listing()
 
 
 def show(value: str) -> tuple[Kept, dict[str, Any]]:
-    return store.open_kept(value)
+    return archive.open_kept(value)
 
 
 def remove(value: str) -> Kept:
-    kept = store.remove(value)
+    kept = archive.remove(value)
     memory.forget_results([kept.uri])
     return kept
 
 
 def remove_all() -> int:
     """Every kept result, file, index row and coffer__ask passage."""
-    count = store.remove_all()
+    count = archive.remove_all()
     memory.forget_results(None)
     return count

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from coffer.results import tokens
+from coffer.results.archive import Kept
 from coffer.results.spill import Text, head, pieces, size
-from coffer.results.store import Kept
 from coffer.results.text import parts
 
 NOTE_TOKENS = 300  # the notice and the link, taken off the cap before the preview is cut

@@ -28,7 +28,7 @@ MIN_BYTES = 256 * 1024  # a string shorter than this stays in the line
 CHUNK = 1 << 20  # bytes of the line decoded at a time, and characters read back at a time
 MAX_STRINGS = 20_000  # a line of many small strings is no big-string line: parsed as it is
 STALE_S = 600.0  # a value nobody claimed (its call was cancelled meanwhile) is dropped after this
-PREFIX = ".spill-"  # the files, in the store's folder; coffer.results.store sweeps the leftovers
+PREFIX = ".spill-"  # the files, in the store's folder; coffer.results.archive sweeps the leftovers
 MARK = "\ue000coffer-spill:"  # a private-use character, then a random token: no upstream can forge one
 
 # A JSON string, from its opening quote to its closing one (possessive: no backtracking state, so a

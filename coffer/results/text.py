@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from coffer.errors import UsageError
-from coffer.results import store, tokens
+from coffer.results import archive, tokens
 from coffer.results.spill import Text, pieces, size
 
 MAX_MATCHES = 100
@@ -61,7 +61,7 @@ def read_range(value: str, offset: int, length: int, cap: int) -> str:
     """Characters [offset, offset+length) of a kept result's text, cut to `cap` tokens."""
     if offset < 0 or length < 1:
         raise UsageError("offset must be >= 0 and length >= 1")
-    kept, original = store.open_kept(value)
+    kept, original = archive.open_kept(value)
     text = text_of(original)
     piece = tokens.head(text[offset : offset + length], cap)
     end = offset + len(piece)
@@ -79,7 +79,7 @@ def grep(value: str, pattern: str, cap: int, context: int = 0, ignore_case: bool
     except re.error as exc:
         raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
     context = max(0, min(context, 10))
-    kept, original = store.open_kept(value)
+    kept, original = archive.open_kept(value)
     lines = text_of(original).splitlines()
     hits = [n for n, line in enumerate(lines) if regex.search(line)]
     shown: list[str] = []

@@ -45,7 +45,7 @@ from coffer.trust.pinhash import (
     unified,
 )
 from coffer.trust.pinschema import TRUST_TABLES, migrations
-from coffer.vault.store import immediate
+from coffer.vault.database import immediate
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -90,7 +90,7 @@ class Pins:
     @classmethod
     def open(cls, path: Path | None = None, *, new_tools: str | None = None) -> Pins:
         """Open coffer.db's trust tables; `new_tools` defaults to the registry's `[settings]`."""
-        from coffer.vault.store import migrate, open_db
+        from coffer.vault.database import migrate, open_db
 
         if new_tools is None:
             from coffer.vault import registry

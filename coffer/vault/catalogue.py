@@ -82,7 +82,7 @@ class ServerEntry(Listing):
     told: list[str] = field(default_factory=list)
     capabilities: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set when the server has never listed: why its last start failed
-    seen: list[str] = field(default_factory=list)  # behaviours observed (coffer.gateway.share.SEEN_ROOTS)
+    seen: list[str] = field(default_factory=list)  # behaviours observed (coffer.gateway.sessions.SEEN_ROOTS)
 
 
 @dataclass

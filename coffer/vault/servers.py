@@ -14,7 +14,7 @@ from coffer.vault.names import NAME_RE, RESERVED_NAMES
 
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TIMEOUT_S = 60.0
-SHARE_MODES = ("auto", "shared", "session")  # coffer.gateway.share
+SHARE_MODES = ("auto", "shared", "session")  # coffer.gateway.sessions
 SERVER_KEYS = {
     *("command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout", "prefix", "oauth"),
     "share",
@@ -38,7 +38,7 @@ class ServerConfig:
     timeout: float = DEFAULT_TIMEOUT_S
     prefix: str | None = None  # None: the server name; "": tools and prompts exposed bare
     oauth: bool = False  # an HTTP server that authorises with OAuth (tokens in the secret store, `coffer auth`)
-    share: str = "auto"  # under the engine: one process for all sessions or one each (coffer.gateway.share)
+    share: str = "auto"  # under the engine: one process for all sessions or one each (coffer.gateway.sessions)
     max_result_tokens: int | None = None  # its results' cap, below [settings] result_max_tokens (bigresults)
     extra: dict[str, Any] = field(default_factory=dict)
 

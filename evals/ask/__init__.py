@@ -36,7 +36,7 @@ def load_questions() -> list[Question]:
 
 def build_vault() -> int:
     """Fill the current COFFER_HOME's memory with the bundled corpus; returns the passage count."""
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
 
     for line in (HERE / "notes.jsonl").read_text(encoding="utf-8").splitlines():
         if line.strip():
@@ -57,7 +57,7 @@ def first_hit(texts: list[str], gold: str) -> int | None:
 
 
 def evaluate(mode: str, questions: list[Question]) -> dict[str, Any]:
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
 
     ranks: list[int | None] = []
     ranker = ""
@@ -85,7 +85,7 @@ def run(modes: tuple[str, ...] = MODES) -> dict[str, Any]:
         os.environ["COFFER_HOME"] = home
         try:
             passages = build_vault()
-            from coffer.memory import store as memory
+            from coffer.memory import knowledge as memory
 
             with memory._connect() as db:
                 texts = [p.text for p in memory._load_passages(db, None)]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from coffer.memory import store as memory
+from coffer.memory import knowledge as memory
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry

@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coffer.engine import control, place
-from coffer.gateway import share
+from coffer.gateway import sessions
 from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture, alive, read_events, serve, text, wait_for
@@ -132,7 +132,7 @@ async def test_a_server_asking_for_roots_outside_a_call_gets_one_process_per_ses
         await stack.aclose()
     await wait_for(lambda: not alive(int(learner)), timeout=10, what="the shared process to stop with its session")
     snap = catalogue.load_snapshot()
-    assert snap is not None and share.SEEN_ROOTS in snap.servers["fs"].seen  # the next engine knows at once
+    assert snap is not None and sessions.SEEN_ROOTS in snap.servers["fs"].seen  # the next engine knows at once
     shown = await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "show", "fs", "--json"))
     how = json.loads(shown.stdout)["server"]["share"]  # type: ignore[attr-defined]
     assert how["mode"] == "session" and "roots outside a call" in how["why"]
@@ -199,6 +199,6 @@ def test_a_bad_share_value_is_one_clear_error(coffer_home: Path) -> None:
     ],
 )
 def test_known_servers_are_found_however_they_are_launched(command: str, args: list[str], package: str | None) -> None:
-    found = share.known_state(registry.ServerConfig(name="x", command=command, args=args))
+    found = sessions.known_state(registry.ServerConfig(name="x", command=command, args=args))
     assert (found[0] if found else None) == package
-    assert share.decide(registry.ServerConfig(name="x", command=command, args=args)).per_session is bool(package)
+    assert sessions.decide(registry.ServerConfig(name="x", command=command, args=args)).per_session is bool(package)

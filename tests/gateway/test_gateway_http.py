@@ -22,6 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from coffer.engine import control
 from coffer.errors import UpstreamError
 from coffer.gateway.pool import probe
+from coffer.loopback import tcp_listener
 from coffer.manage import servers
 from coffer.vault import registry
 from tests.fixtures.gateway_harness import FIXTURE, add_fixture, alive, descendants, serve, serve_env, text, wait_for
@@ -229,16 +230,16 @@ def test_http_requires_the_bearer_token_unless_told_not_to(coffer_home: Path) ->
 
 async def test_an_unknown_protocol_version_header_is_named_as_such(coffer_home: Path) -> None:
     """400 with what was wrong (the SDK alone says a 2026-07-28 `_meta` key is missing)."""
-    from coffer.gateway import serve as serving
+    from coffer.gateway import http as serving
     from coffer.gateway.server import Gateway
 
-    listener = serving._listen(0)
+    listener = tcp_listener(0)
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serving._serve_http, gateway, listener, None)
+        tg.start_soon(serving.serve_on, gateway, listener, None)
         async with httpx2.AsyncClient(timeout=10) as http:
             for bad in ("2099-01-01", "not-a-version"):
                 response = await http.post(url, json=body, headers=headers | {"MCP-Protocol-Version": bad})
@@ -265,14 +266,14 @@ async def _response(conn: anyio.abc.ByteStream) -> bytes:
 async def test_an_idle_kept_alive_connection_is_left_for_the_client_to_close() -> None:
     """httpx drops a pooled connection idle for 5 s. A server that closed it at 5 s too (uvicorn's default)
     raced the client's next request on it, and the ReadError ended the SDK client's whole session."""
-    from coffer.gateway import serve as serving
+    from coffer.gateway import http as serving
     from coffer.gateway.server import Gateway
 
-    listener = serving._listen(0)
+    listener = tcp_listener(0)
     port = listener.getsockname()[1]
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serving._serve_http, gateway, listener, None)
+        tg.start_soon(serving.serve_on, gateway, listener, None)
         async with await anyio.connect_tcp("127.0.0.1", port) as conn:
             for wait in (0.0, 5.5):  # the second request after longer than httpx's (and uvicorn's) 5 s
                 await anyio.sleep(wait)

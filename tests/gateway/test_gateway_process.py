@@ -67,7 +67,7 @@ def test_stray_output_never_reaches_the_wire(tmp_path: Path) -> None:
 
     script = (
         "import anyio, os, subprocess\n"
-        "from coffer.gateway.serve import _stdout\n"
+        "from coffer.gateway.stdio import _stdout\n"
         "async def main():\n"
         "    async with _stdout() as wire:\n"
         "        assert wire is not None\n"

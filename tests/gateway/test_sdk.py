@@ -1,5 +1,6 @@
-"""The SDK seam: the installed mcp is what coffer/gateway/sdk.py was written for, and only sdk.py reaches
-past the SDK's public API (its privates, its classes subclassed)."""
+"""The SDK seam: the installed mcp is what its two halves were written for (coffer/upstreams/sdk.py, the
+client side; coffer/gateway/sdk.py, the host side), and only they reach past the SDK's public API (its
+privates, its classes subclassed)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from coffer.gateway import sdk
 
 ROOT = Path(__file__).resolve().parents[2]
+SEAM = {"gateway", "upstreams"}  # the parts whose sdk.py is a half of the seam
 PUBLIC_BASES = {"MCPError"}  # the SDK's public error, subclassed to raise a kind of it (rounds.UnknownRound)
 PRIVATE_NAMES = {
     "_stamp",
@@ -52,7 +54,7 @@ def test_a_release_outside_the_pin_is_named_clearly(monkeypatch: pytest.MonkeyPa
 def test_only_sdk_py_reaches_past_the_sdk() -> None:
     offenders = []
     for path in sorted((ROOT / "coffer").rglob("*.py")):
-        if path.name == "sdk.py" and path.parent.name == "gateway":
+        if path.name == "sdk.py" and path.parent.name in SEAM:
             continue
         tree = ast.parse(path.read_text())
         from_sdk = {
@@ -73,4 +75,12 @@ def test_only_sdk_py_reaches_past_the_sdk() -> None:
                     name = base.id if isinstance(base, ast.Name) else name
                     if name in from_sdk and name not in PUBLIC_BASES:
                         offenders.append(f"{where} subclasses the SDK's {name}")
-    assert not offenders, "SDK internals outside coffer/gateway/sdk.py:\n" + "\n".join(offenders)
+    assert not offenders, "SDK internals outside the seam (coffer/*/sdk.py):\n" + "\n".join(offenders)
+
+
+def test_each_half_of_the_seam_names_its_own_privates() -> None:
+    """The client half's privates are checked too: the host half's list includes them."""
+    from coffer.upstreams import sdk as client_sdk
+
+    assert set(client_sdk.PRIVATES) < set(sdk.PRIVATES)
+    assert not any(name.startswith(("ServerSession", "StreamableHTTP")) for name in client_sdk.PRIVATES)

@@ -17,7 +17,7 @@ from coffer.errors import UsageError
 from coffer.log import calls as log
 from coffer.log import query as logq
 from coffer.log.calls import CallLog, CallRecord
-from coffer.vault.store import open_db
+from coffer.vault.database import open_db
 from tests.conftest import subprocess_env
 
 

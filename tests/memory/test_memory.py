@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from coffer.errors import NotFoundError, UsageError
+from coffer.memory import knowledge as memory
 from coffer.memory import passages
-from coffer.memory import store as memory
 from tests.conftest import run_cli, subprocess_env
 
 

@@ -1,5 +1,5 @@
 """Knowledge from a real upstream: the resource fixture server over stdio, read by
-`coffer.gateway.knowledge.text_resources` (the one reader, used by the gateway and by `coffer refresh`)."""
+`coffer.upstreams.resources.text_resources` (the one reader, used by the gateway and by `coffer refresh`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from pathlib import Path
 
 import anyio
 
-from coffer.gateway import knowledge
 from coffer.gateway.pool import Pool
-from coffer.gateway.upstream import State
-from coffer.memory import store as memory
+from coffer.memory import knowledge as memory
+from coffer.upstreams import resources
+from coffer.upstreams.upstream import State
 from coffer.vault.registry import ServerConfig
 from tests.conftest import FIXTURES, PYTHON
 
@@ -24,7 +24,7 @@ async def _read(cfg: ServerConfig) -> list[tuple[str, str, str]]:
         up = pool.upstreams[cfg.name]
         await up.wait_settled(30)
         assert up.state is State.READY, up.last_error
-        return await knowledge.text_resources(up)
+        return await resources.text_resources(up)
 
 
 def test_fixture_resources_are_indexed_and_answered(coffer_home: Path) -> None:

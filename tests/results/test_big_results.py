@@ -24,7 +24,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from typer.testing import CliRunner
 
-from coffer.results import store, tokens
+from coffer.results import archive, tokens
 from coffer.vault import registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import FIXTURE, add_fixture, serve, serve_env, wait_for
@@ -70,7 +70,7 @@ async def test_under_the_cap_a_result_passes_unchanged(coffer_home: Path) -> Non
         want = await d.call_tool("big", {"kb": 40})
         got = await s.call("logs__big", {"kb": 40})
         assert got.model_dump() == want.model_dump()  # 40 KB of log lines is ~12k tokens: under 25,000
-    assert not store.listing()
+    assert not archive.listing()
 
 
 async def test_over_the_cap_the_agent_gets_a_preview_and_the_whole_stays_reachable(coffer_home: Path) -> None:
@@ -97,9 +97,9 @@ async def test_over_the_cap_the_agent_gets_a_preview_and_the_whole_stays_reachab
         asked = json.loads(texts(await s.call("coffer__ask", {"question": f"which worker hit {WORD}?"})))
         top = asked["passages"][0]
         assert WORD in top["text"] and top["source"] == {"type": "result", "uri": str(kept.uri)}
-    path = store.directory() / f"{rid}.json"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(store.directory().stat().st_mode) == 0o700
-    assert not list(store.directory().glob(".spill-*"))  # the 2 MB string was decoded to a file: gone once kept
+    path = archive.directory() / f"{rid}.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and stat.S_IMODE(archive.directory().stat().st_mode) == 0o700
+    assert not list(archive.directory().glob(".spill-*"))  # the 2 MB string was decoded to a file: gone once kept
     rows = await wait_rows(1)
     assert rows[0]["kept"] == rid and rows[0]["result_bytes"] == path.stat().st_size
     assert WORD not in json.dumps(rows)  # sizes and the id only: never the content
@@ -147,7 +147,7 @@ async def test_the_cap_is_set_per_vault_per_server_and_lowered_by_the_host(coffe
     async with direct() as d, serve(coffer_home) as s:
         want = await d.call_tool("big", {"kb": 2048, "word": WORD})
         got = await s.call("logs__big", {"kb": 2048, "word": WORD})  # its long string came back from a file
-        assert got.model_dump() == want.model_dump() and not list(store.directory().glob(".spill-*"))
+        assert got.model_dump() == want.model_dump() and not list(archive.directory().glob(".spill-*"))
     with registry.edit(coffer_home / "coffer.toml") as doc:
         doc["servers"]["logs"]["max_result_tokens"] = 3000  # type: ignore[index]
     async with serve(coffer_home) as s:
@@ -186,7 +186,7 @@ async def test_fifty_megabytes_through_http(coffer_home: Path) -> None:
 
 
 def test_coffer_results_lists_shows_and_removes_everything(coffer_home: Path) -> None:
-    from coffer.memory import store as memory
+    from coffer.memory import knowledge as memory
     from coffer.results import kept
     from coffer.results.preview import measure
 
@@ -204,7 +204,7 @@ def test_coffer_results_lists_shows_and_removes_everything(coffer_home: Path) ->
     assert "no kept result" in missing.stderr
     assert memory.search(WORD)["passages"]
     run_cli(runner, "results", "rm", "--all")
-    assert list(store.directory().iterdir()) == []  # no file, no index left behind
+    assert list(archive.directory().iterdir()) == []  # no file, no index left behind
     assert not memory.search(WORD)["passages"]
     run_cli(runner, "results", "rm", code=2)
 
@@ -219,11 +219,11 @@ def test_expired_and_over_budget_results_are_swept(coffer_home: Path) -> None:
     first = kept.keep(result(1), "s", "t", measure(result(1), 100), {"result_store_mb": 1})
     second = kept.keep(result(2), "s", "t", measure(result(2), 100), {"result_store_mb": 1})
     assert [k.id for k in kept.listing()] == [second.id]  # the oldest went to fit 1 MB
-    assert not (store.directory() / f"{first.id}.json").exists()
+    assert not (archive.directory() / f"{first.id}.json").exists()
     short = kept.keep(result(3), "s", "t", measure(result(3), 100), {"result_keep_days": 1e-9})
     assert short.id not in [k.id for k in kept.listing()]
     with pytest.raises(Exception, match="no kept result"):
-        store.get(short.id)
+        archive.get(short.id)
     with pytest.raises(Exception, match="result_keep_days must be a positive number"):
         kept.keep(result(4), "s", "t", measure(result(4), 100), {"result_keep_days": "soon"})
 

@@ -246,7 +246,7 @@ def test_everything_written_is_private_under_umask_000(
 
         with Pins.open() as pins:
             pins.observe("a", catalogue.server_tools(catalogue.load_snapshot(), "a"))
-        from coffer.vault.store import open_db
+        from coffer.vault.database import open_db
 
         db = open_db()
         db["probe"].insert({"x": 1})  # WAL and SHM exist while a connection is open
@@ -268,7 +268,7 @@ def test_upstream_stderr_tails_are_scrubbed_of_every_resolved_value(coffer_home:
     """A tail reaches errors, `coffer doctor` and agents: another server's secret is masked there too."""
     import base64
 
-    from coffer.gateway.transport import StreamStats
+    from coffer.upstreams.transport import StreamStats
 
     secrets.set_secret("T", CANARY)
     redact.reset()

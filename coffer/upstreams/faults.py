@@ -13,8 +13,8 @@ from mcp import MCPError
 from mcp.client.auth.exceptions import OAuthFlowError
 
 from coffer.errors import SecretError
-from coffer.gateway import oauth
-from coffer.gateway.transport import StreamStats
+from coffer.upstreams import oauth
+from coffer.upstreams.transport import StreamStats
 from coffer.vault.registry import ServerConfig
 
 BACKOFF_BASE_S = 1.0

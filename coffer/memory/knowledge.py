@@ -28,7 +28,7 @@ from sqlite_utils import Migrations
 from coffer.errors import NotFoundError, UsageError
 from coffer.memory.passages import split_passages
 from coffer.trust import curation
-from coffer.vault import paths, store
+from coffer.vault import database, paths
 
 if TYPE_CHECKING:
     from coffer.ranking import Ranker
@@ -68,9 +68,9 @@ def _m001(db: sqlite_utils.Database) -> None:
 
 @contextmanager
 def _connect() -> Iterator[sqlite_utils.Database]:
-    db = store.open_db()
+    db = database.open_db()
     try:
-        store.migrate(db, MIGRATIONS)
+        database.migrate(db, MIGRATIONS)
         yield db
     finally:
         db.conn.close()
@@ -78,7 +78,7 @@ def _connect() -> Iterator[sqlite_utils.Database]:
 
 def _write(db: sqlite_utils.Database) -> contextlib.AbstractContextManager[object]:
     """One write transaction, taken up front so concurrent writers queue on busy_timeout."""
-    return store.immediate(db.conn)
+    return database.immediate(db.conn)
 
 
 def _now() -> str:

@@ -13,13 +13,13 @@ from typing import Any
 
 import anyio
 
-from coffer.gateway import builtins, paging, profiles
+from coffer.gateway import advertise, builtins, paging
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import for_era
-from coffer.gateway.upstream import State
 from coffer.gateway.view import View
+from coffer.upstreams.upstream import State
 from coffer.vault import catalogue
 from coffer.vault.registry import Profile
 
@@ -51,7 +51,7 @@ class Listings:
     discovery_budget: float
     profile_name: str | None
     _profiles: dict[str, Profile]
-    _shown: dict[str, profiles.Advertised]
+    _shown: dict[str, advertise.Advertised]
     _started_at: float
 
     async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
@@ -114,9 +114,9 @@ class Listings:
         if shown is None:  # decided once, at the first list: stable while the log changes
             usage = await anyio.to_thread.run_sync(_usage)
             order = list(self.view.registry.servers)
-            shown = profiles.select(profile, merged.visible_tools, len(self.view.builtins), usage, order)
+            shown = advertise.select(profile, merged.visible_tools, len(self.view.builtins), usage, order)
             self._shown[profile.name] = shown
-        listed = profiles.tools_result(
+        listed = advertise.tools_result(
             self.view.builtins,
             builtins.call_tool_definition(),
             merged.visible_tools,

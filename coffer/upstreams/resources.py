@@ -5,7 +5,7 @@ from __future__ import annotations
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from coffer.gateway.upstream import Upstream, UpstreamUnavailable
+from coffer.upstreams.upstream import Upstream, UpstreamUnavailable
 
 _BINARY_MIME = ("image/", "audio/", "video/", "font/", "application/octet-stream", "application/pdf", "application/zip")
 

@@ -4,7 +4,7 @@ the session's read stream by id.
 Why: the SDK's `send_raw_request` and the read loop behind it were a third of the gateway's CPU per
 relayed call (profiled under `bench_http_peers.py`'s loads): per request a tracing span, a request
 clock, a memory stream, a cancel scope, id coercion, and one more task hop for the answer. Coffer
-already owns the upstream's pipe (coffer.gateway.transport): a request goes onto that pipe's write
+already owns the upstream's pipe (coffer.upstreams.transport): a request goes onto that pipe's write
 queue as the SDK would put it there, and its answer is picked out of the session's read stream
 (`Lane.reader`) where the SDK's read loop would have met it: after everything the upstream sent before
 it was dispatched, so a log line or a list change sent before an answer still reaches the host first

@@ -1,4 +1,4 @@
-"""coffer/gateway/reaper.py as the gateway runs it (`python -I -S reaper.py GATEWAY_PID`), driven directly:
+"""coffer/upstreams/reaper.py as the gateway runs it (`python -I -S reaper.py GATEWAY_PID`), driven directly:
 the server's exit status comes back, a setsid escapee that ignores SIGTERM ends with the tree, and a
 program that cannot run is exit 127 with one line on stderr."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from coffer.gateway import reaper
-from coffer.gateway.transport import REAPER
+from coffer.upstreams import reaper
+from coffer.upstreams.transport import REAPER
 from tests.fixtures.gateway_harness import alive, descendants
 
 pytestmark = pytest.mark.skipif(

@@ -29,16 +29,16 @@ from pydantic import TypeAdapter
 
 from coffer import __version__
 from coffer.errors import UpstreamError
-from coffer.gateway import oauth, outbound
-from coffer.gateway.direct import Lane
-from coffer.gateway.faults import BACKOFF_CAP_S as BACKOFF_CAP_S  # re-exported for callers and tests
-from coffer.gateway.faults import Exited, describe, http_status, leaf
-from coffer.gateway.faults import backoff as backoff
-from coffer.gateway.gate import StartGate
-from coffer.gateway.transport import StreamStats, child_env, http_pipe, stdio_pipe
-from coffer.gateway.upstream_listing import list_kinds
 from coffer.telemetry import otlp
 from coffer.trust.expand import resolved_env, resolved_headers
+from coffer.upstreams import oauth, outbound
+from coffer.upstreams.direct import Lane
+from coffer.upstreams.discover import list_kinds
+from coffer.upstreams.faults import BACKOFF_CAP_S as BACKOFF_CAP_S  # re-exported for callers and tests
+from coffer.upstreams.faults import Exited, describe, http_status, leaf
+from coffer.upstreams.faults import backoff as backoff
+from coffer.upstreams.gate import StartGate
+from coffer.upstreams.transport import StreamStats, child_env, http_pipe, stdio_pipe
 from coffer.vault.catalogue import KINDS, Listing
 from coffer.vault.registry import ServerConfig
 
@@ -119,7 +119,7 @@ class Upstream:
         self.state = State.IDLE
         self.stats = StreamStats()
         self.session: ClientSession | None = None
-        self.lane: Lane | None = None  # the live stdio pipe's (coffer.gateway.direct); None: the SDK's path
+        self.lane: Lane | None = None  # the live stdio pipe's (coffer.upstreams.direct); None: the SDK's path
         self.listing: Listing | None = None
         self.last_error: str | None = None
         self.error_class: str | None = None
@@ -376,7 +376,7 @@ class Upstream:
 
         Raises UpstreamUnavailable when the server cannot be reached, MCPError for the upstream's own
         JSON-RPC errors (REQUEST_TIMEOUT after `timeout` seconds). Giving up on the request, by timeout or
-        cancellation, sends `notifications/cancelled` upstream before this returns (`coffer.gateway.outbound`).
+        cancellation, sends `notifications/cancelled` upstream before this returns (`coffer.upstreams.outbound`).
         """
         timeout = self.cfg.timeout if timeout is None else timeout
         session = await self.ready_session(timeout)

@@ -3,12 +3,12 @@
 Why not the SDK's `stdio_client`: Coffer needs the child's pid to kill its whole process group
 quickly at shutdown, a stderr that is drained continuously into a bounded tail (a full 64 KB pipe
 hangs a child silently), and stdout lines that are not JSON-RPC dropped and counted instead of being
-handed to the session. Only `coffer.gateway.upstream` uses this module. For a gateway, the long
+handed to the session. Only `coffer.upstreams.upstream` uses this module. For a gateway, the long
 strings of a big tools/call result are decoded from the line into files rather than parsed
 (`coffer.results.spill`), so that a 50 MB result costs the line and no second copy.
 
 On Linux each stdio child also dies with the gateway, even on `kill -9` (when no shutdown code runs):
-it is started under a small supervisor, `coffer.gateway.reaper`, which the kernel tells when the
+it is started under a small supervisor, `coffer.upstreams.reaper`, which the kernel tells when the
 gateway dies (PR_SET_PDEATHSIG) and which is the subreaper of the server's whole tree, so escapees
 that call `setsid` end too. Why a separate program: `anyio.open_process` has no `preexec_fn`, and
 `preexec_fn` is documented as unsafe in a process with threads (the gateway has worker threads). The
@@ -37,10 +37,10 @@ from anyio.abc import ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from coffer.gateway.direct import Lane
-from coffer.gateway.framing import BIG_LINE, MAX_LINE_BYTES, WRITE_BATCH, LineSplitter, lines, loads_owned
-from coffer.gateway.reaper import ARGV_ENV as REAPER_ARGV_ENV
 from coffer.results import spill
+from coffer.upstreams.direct import Lane
+from coffer.upstreams.framing import BIG_LINE, MAX_LINE_BYTES, WRITE_BATCH, LineSplitter, lines, loads_owned
+from coffer.upstreams.reaper import ARGV_ENV as REAPER_ARGV_ENV
 
 TAIL_BYTES = 8192
 STDIN_GRACE_S = 1.0  # after stdin closes, before SIGTERM to the group
@@ -122,21 +122,21 @@ def _parse(line: bytearray, calls: set[types.RequestId] | None = None) -> Sessio
 def _spill(line: bytearray) -> tuple[bytearray, list[str]] | None:
     """The line split by coffer.results.spill, or None (nothing to spill, or no store to spill into)."""
     from coffer.errors import CofferError
-    from coffer.results import store
+    from coffer.results import archive
 
     try:
-        return spill.split(line, store.directory())
+        return spill.split(line, archive.directory())
     except (OSError, CofferError):
         return None
 
 
 # The supervisor every stdio upstream runs under on Linux (a subreaper of the server's tree, told by the
-# kernel when the gateway dies): coffer/gateway/reaper.py, run by path with the standard library only.
+# kernel when the gateway dies): coffer/upstreams/reaper.py, run by path with the standard library only.
 REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
 
 
 def _dies_with_us(argv: list[str], cwd: str | None, env: dict[str, str]) -> list[str]:
-    """`argv` behind the supervisor (coffer.gateway.reaper) on Linux (its argv goes into `env`); as it is elsewhere.
+    """`argv` behind the supervisor (coffer.upstreams.reaper) on Linux (its argv goes into `env`); as it is elsewhere.
 
     Raises FileNotFoundError or PermissionError, as spawning the program directly would, since
     the supervisor itself always starts.
@@ -196,7 +196,7 @@ async def stdio_pipe(
     strings of tools/call results are decoded into files (coffer.results.spill), for a gateway that
     claims them (coffer.gateway.bigresults) before anything else sees the result. `lane`: opened on
     this pipe, it takes the answers to its own requests out of what the session reads
-    (coffer.gateway.direct).
+    (coffer.upstreams.direct).
     """
     calls: set[types.RequestId] | None = set() if spill_calls else None
     env = dict(env)

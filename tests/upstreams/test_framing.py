@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from coffer.gateway.framing import (
+from coffer.upstreams.framing import (
     BIG_LINE,
     SMALL_MESSAGE,
     WRITE_CHUNK,

@@ -10,8 +10,8 @@ from typing import Any
 import mcp_types as types
 from mcp import ClientSession, MCPError
 
-from coffer.gateway import outbound
-from coffer.gateway.faults import checked_tools
+from coffer.upstreams import outbound
+from coffer.upstreams.faults import checked_tools
 from coffer.vault.catalogue import KINDS, Listing
 
 MAX_PAGES = 50

@@ -13,10 +13,10 @@ import pytest
 from mcp.shared.message import SessionMessage
 
 from coffer.errors import UpstreamError
-from coffer.gateway.framing import SMALL_MESSAGE, lines
 from coffer.gateway.pool import Pool, StartGate, probe
-from coffer.gateway.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
-from coffer.gateway.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
+from coffer.upstreams.framing import SMALL_MESSAGE, lines
+from coffer.upstreams.transport import TAIL_BYTES, StreamStats, child_env, stdio_pipe
+from coffer.upstreams.upstream import BACKOFF_CAP_S, State, UpstreamUnavailable, backoff
 from coffer.vault.registry import ServerConfig
 from tests.fixtures.gateway_harness import FIXTURE, descendants
 
@@ -102,7 +102,7 @@ async def test_permanent_failures_are_not_retried(monkeypatch: pytest.MonkeyPatc
         assert not pool.pids  # the secret-less server was never spawned
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="the supervisor (coffer.gateway.reaper) is Linux-only")
+@pytest.mark.skipif(sys.platform != "linux", reason="the supervisor (coffer.upstreams.reaper) is Linux-only")
 async def test_stdio_children_start_with_default_signal_dispositions() -> None:
     """The supervisor is Python, which ignores SIGPIPE; the program it starts must not inherit that."""
     pids: set[int] = set()

@@ -1,6 +1,6 @@
 """Newline-delimited JSON-RPC, the framing of stdio: lines split out of what a pipe gives, messages
 framed into what is written to one. Shared by `coffer serve`'s own stdin and stdout
-(coffer.gateway.serve) and each stdio upstream's pipes (coffer.gateway.transport); what it is written
+(coffer.gateway.stdio) and each stdio upstream's pipes (coffer.upstreams.transport); what it is written
 for is size: a 50 MB message is neither copied to find its end nor to add its newline.
 """
 
@@ -20,7 +20,7 @@ class LineSplitter:
     """Bytes in, complete lines out, in linear time: each chunk is searched once and a line is built in
     the bytearray that is then parsed (no copy of it). A line that outgrows `limit` is dropped as it
     arrives (`overflowing` says so at once) and comes out as None when it ends. Shared by the client's
-    stdin (`coffer.gateway.serve`) and each upstream's stdout."""
+    stdin (`coffer.gateway.stdio`) and each upstream's stdout."""
 
     def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
         self.limit = limit

@@ -28,9 +28,9 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from coffer import __version__
 from coffer.errors import UpstreamError
-from coffer.gateway import sdk
 from coffer.loopback import tcp_listener
 from coffer.trust.oauth_store import OAuthStore
+from coffer.upstreams import sdk
 
 CALLBACK_PATH = "/callback"
 HEADLESS_ENV = "COFFER_AUTH_HEADLESS"

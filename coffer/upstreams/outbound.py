@@ -26,8 +26,8 @@ import mcp_types as types
 from mcp import ClientSession, MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, encode_header_value
 
-from coffer.gateway import sdk
-from coffer.gateway.direct import Lane
+from coffer.upstreams import sdk
+from coffer.upstreams.direct import Lane
 
 CANCEL_WRITE_S = 2.0  # bound on writing our cancel; a wedged pipe must not hold the host's answer longer
 _ids = itertools.count(1)
@@ -50,7 +50,7 @@ async def send(
 
     Raises MCPError (REQUEST_TIMEOUT when `timeout` passed) like `ClientSession.send_request`.
     `on_id` learns the request id before it is written (tests and the relay use it). `lane`: the
-    session's stdio pipe takes the answer itself (coffer.gateway.direct), unless progress is wanted.
+    session's stdio pipe takes the answer itself (coffer.upstreams.direct), unless progress is wanted.
     """
     data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
     method: str = data["method"]

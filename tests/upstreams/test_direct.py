@@ -1,4 +1,4 @@
-"""The direct lane (coffer.gateway.direct) on a real fixture upstream: the answers and errors the SDK's
+"""The direct lane (coffer.upstreams.direct) on a real fixture upstream: the answers and errors the SDK's
 client path gives, matched by id among the SDK's own traffic on the same pipe."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, MCPError
 
-from coffer.gateway import sdk
-from coffer.gateway.direct import Lane
+from coffer.upstreams import sdk
 from coffer.gateway.pool import Pool
-from coffer.gateway.transport import StreamStats, child_env, stdio_pipe
+from coffer.upstreams.direct import Lane
+from coffer.upstreams.transport import StreamStats, child_env, stdio_pipe
 from coffer.vault.registry import ServerConfig
 from tests.fixtures.gateway_harness import FIXTURE
 

@@ -1,0 +1,139 @@
+"""How `coffer serve` is hosted: the one place that picks the engine or in-process serving, and in-process
+serving itself.
+
+`serve()` is what both CLI paths call (the quick path in coffer.cli.quick and the Typer command): through
+the vault's engine (coffer.engine.front, the default), or everything in this process (`--standalone`,
+or `COFFER_STANDALONE=1` for every `coffer serve`), as uvicorn's `run()` picks its supervisor. In-process,
+the gateway is served on this process's stdio (coffer.gateway.stdio) or a loopback HTTP port
+(coffer.gateway.http); the process ends when stdin closes or on SIGTERM/SIGINT/SIGHUP, and every upstream
+process group is gone before it does (each stop is bounded to a few seconds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from coffer.gateway.server import Gateway
+
+log = logging.getLogger("coffer.serve")
+IN_PROCESS_ENV = "COFFER_STANDALONE"  # "1": every `coffer serve` runs in-process (as --standalone)
+HOST_WAIT_S = 2.0  # an upstream's handshake waits at most this long for the host's (normally instant)
+
+
+def in_process(standalone: bool = False) -> bool:
+    """Whether `coffer serve` runs in-process: `--standalone`, or `COFFER_STANDALONE=1` in its environment."""
+    return standalone or os.environ.get(IN_PROCESS_ENV) == "1"
+
+
+def serve(http_port: int | None, profile: str | None, auth: bool = True, standalone: bool = False) -> NoReturn:
+    """Serve until the host goes or a signal arrives, then exit the process: through the engine, or
+    in-process. Raises CofferError before anything starts (a port in use, no engine)."""
+    if in_process(standalone):
+        run_in_process(http_port, profile, auth)
+    from coffer.engine import front
+
+    if http_port is None:
+        front.run(profile)
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # its port closes; the engine stays for its other sessions
+        signal.signal(sig, lambda *_: os._exit(0))
+    front.run_http(http_port, profile, auth)
+
+
+def setup_logging() -> None:
+    """Logs to stderr (the host owns stdout), redacted: resolved secret and env values never appear."""
+    from coffer.trust.redact import RedactingFilter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("coffer: %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactingFilter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+
+
+def run_in_process(http_port: int | None = None, profile: str | None = None, auth: bool = True) -> NoReturn:
+    """Serve from this process until stdin closes or a signal arrives, then exit (never returns).
+
+    Raises CofferError before anything starts when the HTTP port cannot be bound.
+    """
+    import anyio
+
+    from coffer.loopback import tcp_listener
+
+    sock = None if http_port is None else tcp_listener(http_port)  # a port in use: one error, no half start
+    token = None
+    if sock is not None and auth:
+        from coffer.trust.http_token import serve_token
+
+        token = serve_token()
+    setup_logging()
+    code = 0
+    try:
+        anyio.run(_main, sock, profile, token)
+    except KeyboardInterrupt:
+        pass
+    except BaseException as exc:  # report, then still exit without leaving threads behind
+        log.error("coffer serve stopped: %s", _describe(exc))
+        code = 1
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    # Worker threads (a ranker build, a blocked read) must not keep a dead server alive.
+    os._exit(code)
+
+
+async def _main(http_sock: socket.socket | None, profile: str | None = None, token: str | None = None) -> None:
+    import anyio
+
+    from coffer.gateway.server import Gateway
+    from coffer.gateway.stdio import process_streams
+    from coffer.log.calls import CallLog
+
+    calllog = CallLog.open()
+    # stdio has one host: upstreams are told what it can take; HTTP hosts come and go (coffer.gateway.relay)
+    gateway = Gateway(calllog=calllog, host_wait=HOST_WAIT_S if http_sock is None else None, profile=profile)
+    try:
+        async with gateway.running(), anyio.create_task_group() as tg:
+            if http_sock is None:
+                tg.start_soon(_watch_signals, tg.cancel_scope)
+                async with process_streams() as (read, write):
+                    await gateway.serve(read, write)
+            else:
+                await _serve_http(gateway, http_sock, token)
+            tg.cancel_scope.cancel()
+    finally:
+        await anyio.to_thread.run_sync(calllog.close)
+
+
+async def _watch_signals(scope: Any) -> None:
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) -> None:
+    from coffer.gateway import http
+
+    port = sock.getsockname()[1]
+    server = http.server(gateway, token)
+    # uvicorn re-raises the signal it caught once it has stopped; with a no-op handler in place that
+    # re-raise cannot kill us before the upstreams are stopped.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    sys.stderr.write(http.serving_line(port, token is not None))
+    await server.serve(sockets=[sock])
+
+
+def _describe(exc: BaseException) -> Any:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,106 @@
+"""The host side of streamable HTTP: the gateway's ASGI app behind uvicorn, on a loopback socket.
+
+The app is the SDK's streamable HTTP transport (replies shaped by `coffer.gateway.httpshape`) inside two
+guards: a bearer token (coffer.trust.http_token) unless `--no-auth`, and a 400 for an
+`MCP-Protocol-Version` Coffer does not speak. `coffer serve --http` in-process and the engine (one
+server per `serve --http` front) both build theirs here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from coffer.gateway.server import Gateway
+
+# An idle kept-alive connection is closed by the client, not by us: uvicorn's default (5 s) equals httpx's
+# pool expiry, and a call made 5 s after the last one raced the close and lost (ReadError), which ends
+# the MCP SDK client's whole session. Longer than httpx (5 s), undici (4 s), aiohttp (15 s) and Go (90 s).
+KEEP_ALIVE_S = 120
+
+
+def _guarded(app: Any, token: str) -> Any:
+    """Every HTTP request must carry `Authorization: Bearer <token>` (coffer.trust.http_token)."""
+    from coffer.trust.http_token import authorised
+
+    body = b'{"error": "unauthorized", "error_description": "send Authorization: Bearer <coffer http token>"}'
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not authorised(dict(scope["headers"]).get(b"authorization", b""), token):
+            headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="coffer"')]
+            await send({"type": "http.response.start", "status": 401, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _versioned(app: Any) -> Any:
+    """A request whose `MCP-Protocol-Version` header names no revision Coffer speaks gets 400 with that
+    said (the SDK would take it for a 2026-07-28 request and complain about missing `_meta` keys)."""
+    import json
+
+    from mcp_types.version import SUPPORTED_PROTOCOL_VERSIONS
+
+    async def versioned(scope: Any, receive: Any, send: Any) -> None:
+        version = dict(scope["headers"]).get(b"mcp-protocol-version") if scope["type"] == "http" else None
+        if version is not None and version.decode("latin-1").strip() not in SUPPORTED_PROTOCOL_VERSIONS:
+            shown = version.decode("latin-1")[:40]
+            message = (
+                f"Bad Request: unsupported MCP-Protocol-Version {shown!r}; "
+                f"coffer speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
+            )
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+            await send(
+                {"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]}
+            )
+            await send({"type": "http.response.body", "body": json.dumps(error).encode()})
+            return
+        await app(scope, receive, send)
+
+    return versioned
+
+
+def server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any:
+    """A uvicorn server for the gateway's streamable HTTP app (bearer-guarded unless `token` is None);
+    `quiet`: it leaves signals to its process (the engine runs several, one per `serve --http`)."""
+    import uvicorn
+
+    from coffer.gateway.sdk import streamable_http_app
+
+    # Host and Origin checks stay on; an answer with nothing before it goes out as JSON (httpshape)
+    app = _versioned(streamable_http_app(gateway.server))
+    if token is not None:
+        app = _guarded(app, token)
+    # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)
+    # in the engine, a `serve --http` that ends must not wait on a client's open event stream for ever
+    # no proxy headers: loopback only, and one middleware less on every request
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        http="auto",
+        proxy_headers=False,
+        timeout_keep_alive=KEEP_ALIVE_S,
+        timeout_graceful_shutdown=2 if quiet else None,
+    )
+
+    class Quiet(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield
+
+    return Quiet(config) if quiet else uvicorn.Server(config)
+
+
+def serving_line(port: int, token: bool) -> str:
+    how = "bearer token required (coffer paths: http_token)" if token else "no authentication (--no-auth)"
+    return f"coffer: serving MCP on http://127.0.0.1:{port}/mcp, {how}\n"
+
+
+async def serve_on(gateway: Gateway, sock: Any, token: str | None) -> None:
+    """Serve the gateway on a bound loopback socket until cancelled (signals are the caller's)."""
+    await server(gateway, token).serve(sockets=[sock])

@@ -1,0 +1,20 @@
+"""The client side of the wire: one MCP session per registered server, and everything below it.
+
+Modules, from the session down to the process:
+
+    upstream    one long-lived session per server: spawn or connect, handshake, restarts, calls
+    discover    listing an upstream: every kind it declares, paged, broken tools repaired or dropped
+    resources   its text resources, read for coffer__ask's index
+    faults      restart backoff, the real error inside wrappers, what a failure is called
+    outbound    one request under an id Coffer chose, so Coffer can cancel it
+    direct      requests to a stdio upstream answered by id off the read stream (no SDK dispatcher)
+    transport   the pipe: a process in its own group (stdio) or a streamable HTTP endpoint
+    framing     newline-delimited JSON-RPC: lines split and framed without copying big messages
+    reaper      the supervisor every stdio upstream runs under: no upstream outlives its gateway
+    gate        bounded starts: at most N upstreams start at once, a waited-for one jumps the queue
+    oauth       OAuth 2.1 for HTTP upstreams on the SDK's client, tokens kept by coffer.trust
+    sdk         the client half of the SDK seam (the host half is coffer.gateway.sdk)
+
+Imports the vault, trust, log, results and telemetry; never the gateway, which runs these sessions
+(its pool) and serves them to hosts.
+"""
