@@ -3,8 +3,9 @@
 `python bench/bench_call_walk.py [--mode standalone|engine]` registers the bundled demo server in a
 throwaway COFFER_HOME, starts `coffer serve` with a profiler in the process that serves the call (the
 in-process gateway, or the engine), calls `demo__echo` once to warm up, then once more with the
-profiler recording, and prints the modules that ran Python code for that call, in the order they were
-first entered. Run it on two checkouts to compare how far a maintainer must read to follow a call.
+profiler recording, and prints the modules whose functions were called for it, in the order they were
+first entered (a coroutine woken up on its await chain does not count as its module's code called).
+Run it on two checkouts to compare how far a maintainer must read to follow a call.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ PROFILER = r"""
 import json, os, signal, sys
 seen, order, on = set(), [], [False]
 def profile(frame, event, arg):
+    if frame.f_code.co_flags & 0x2A0 and frame.f_lasti > 4:
+        return  # a suspended coroutine or generator woken up, not a module's code called (CPython 3.11+)
     if event == "call":
         name = frame.f_globals.get("__name__", "")
         if name.startswith("coffer") and name not in seen:
@@ -75,7 +78,7 @@ def main() -> None:
         if args.mode == "standalone":
             env["COFFER_STANDALONE"] = "1"
         order = anyio.run(_drive, env, out, args.mode)
-    print(f"{len(order)} coffer modules ran code for one tools/call ({args.mode}):")
+    print(f"{len(order)} coffer modules called for one tools/call ({args.mode}):")
     for name in order:
         print(f"  {name}")
 

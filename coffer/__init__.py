@@ -9,17 +9,20 @@ The parts, one package each, bottom to top; a part imports only the parts below 
     trust/  ranking/  log/  approval, pins, curation, secrets, redaction | BM25 + embeddings | the invocation log
     memory/                 notes and indexed resources behind coffer__ask
     results/  telemetry/    big results kept and read back | OpenTelemetry export when its variables ask
-    gateway/                `coffer serve`: server -> routes -> view/relay -> pool -> upstream -> transport
+    upstreams/              the client side of the wire: one session per server, its pipe, its supervisor
+    gateway/                the host side: stdio/http -> server -> routes -> view/relay -> pool (-> upstreams)
     clients/  engine/       agents' config files: read, plan and write (import plans, install, move) |
-                            the per-user engine: one process per server for every `coffer serve` on stdio
+                            how `coffer serve` is hosted: the per-user engine, or in-process
     manage/                 use cases across parts: add/import/remove, probe, refresh, doctor, vault search, demo,
                             enable/disable, review/approve, usage and profiles
+    examples/               example upstream servers run as their own processes (`coffer demo`)
     console/                `coffer ui`: the web console over manage/ (guarded loopback server, static page)
     cli/                    Typer commands: parse, call one part, render
+    __main__                `python -m coffer`
 
 Where a new feature goes: a new file format or location, vault; a rule about what an agent may see,
-trust; anything that speaks MCP to hosts or upstreams, gateway; a command that strings several parts
-together, manage (the CLI only parses and renders).
+trust; anything that speaks MCP to upstreams, upstreams; to hosts, gateway; a command that strings
+several parts together, manage (the CLI only parses and renders).
 """
 
 __version__ = "0.1.0"

@@ -20,7 +20,7 @@ os.environ["COFFER_EMBEDDINGS"] = "wordllama"
 os.environ["COFFER_ENGINE_IDLE"] = "3"
 
 
-SERVE_MODES = ("engine", "standalone")
+SERVE_MODES = ("engine", "in-process")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -44,7 +44,7 @@ def _serve_env(serve_mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`coffer serve` processes a test starts see its mode (a developer's COFFER_STANDALONE never leaks in)."""
     from coffer.engine.hosting import IN_PROCESS_ENV as STANDALONE_ENV
 
-    if serve_mode == "standalone":
+    if serve_mode == "in-process":
         monkeypatch.setenv(STANDALONE_ENV, "1")
     else:
         monkeypatch.delenv(STANDALONE_ENV, raising=False)

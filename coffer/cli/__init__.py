@@ -1,8 +1,29 @@
 """The `coffer` command line: Typer commands that parse, call the parts, and render.
 
-Each command group lives in its own module and registers itself on `app` when `coffer.cli.commands`
-imports it. Errors from the parts (`CofferError`) become one line on stderr and the error's exit code,
-in one place. The top layer: it may import every part, and no part imports it.
+Modules:
+
+    commands    every command group, registered on the one Typer app
+    _app        the Typer app and the error boundary every command shares
+    quick       `coffer search` and `coffer serve` without Typer (a fraction of the start time)
+    render      output: the one module that imports rich; humans or `--json`
+    registry    add, remove, list, show, enable, disable, paths, completions
+    serve       `coffer serve` (its hosting is coffer.engine.hosting's)
+    status      `coffer status`: the engine, its sessions, its upstream processes
+    clients     `coffer import` and `coffer install`
+    trust       `coffer secret`, `coffer approve`, `coffer diff`
+    auth        `coffer auth` (OAuth sign-in) and `coffer call` (one tool from the shell)
+    doctor      `coffer doctor` and `coffer refresh`
+    search      `coffer search`, ranked offline as `coffer__search_tools` ranks
+    memory      `coffer memory add/list/rm` and `coffer ask`
+    log         `coffer log` and `coffer log stats`
+    results     `coffer results`: kept big results
+    profile     `coffer profile`: what a client without tool search is shown
+    ui          `coffer ui`: the local web console
+    demo        `coffer demo`
+    completion  shell completion scripts, generated from the app
+
+Errors from the parts (`CofferError`) become one line on stderr and the error's exit code, in one place.
+The top layer: it may import every part, and no part imports it.
 
 This module stays light on purpose: `coffer search`, the command agents' humans run most often, is
 answered by `coffer.cli.quick` without importing Typer (and the pydantic it builds every parameter

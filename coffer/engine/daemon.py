@@ -29,11 +29,9 @@ import anyio
 
 from coffer.engine import place
 from coffer.engine.hosting import setup_logging
-from coffer.gateway import http, stdio
-from coffer.gateway.listings import session_profile
-from coffer.gateway.pool import Pool
+from coffer.gateway import http, sessions, stdio
 from coffer.gateway.server import Gateway
-from coffer.gateway.tasks import session_key
+from coffer.gateway.sessions import HostSession
 from coffer.upstreams.reaper import tree
 
 log = logging.getLogger("coffer.engine")
@@ -41,14 +39,13 @@ HEADER_LIMIT = 4096
 FIRST_SESSION_GRACE_S = 10.0  # a new engine waits this long for the front that started it, whatever the idle
 
 
-@dataclass
-class Session:
-    """One connected front, for `coffer status`."""
+@dataclass(eq=False)
+class Session(HostSession):
+    """One connected front: what its handlers see (a `HostSession`: its profile, its own pool, its
+    tasks), and what `coffer status` shows."""
 
-    pid: int | None
-    profile: str | None
+    pid: int | None = None
     since: float = field(default_factory=time.time)
-    pool: Pool | None = None  # its own upstreams (per-session servers)
     port: int | None = None  # a `serve --http` front: the port this engine listens on for it
 
 
@@ -105,24 +102,21 @@ class Engine:
     async def _session(
         self, hello: dict[str, Any], port: int | None = None, one_host: bool = True
     ) -> AsyncIterator[Session]:
-        """One front's session for its duration: listed for `coffer status`, its profile and its tasks its
-        own (`session_profile`, `session_key`), its own per-session servers (`Pool.session`); its tasks
-        are cancelled when it ends, since nobody can collect them then."""
+        """One front's session for its duration: listed for `coffer status`, current for its handlers
+        (`sessions.serving`: its profile, its tasks), its own per-session servers (`Pool.session`); its
+        tasks are cancelled when it ends, since nobody can collect them then."""
         self._ids += 1
         key = self._ids
         profile = hello.get("profile") if isinstance(hello.get("profile"), str) else None
         pid = hello.get("pid") if isinstance(hello.get("pid"), int) else None
-        session = self.sessions[key] = Session(pid, profile, port=port)
+        session = self.sessions[key] = Session(profile=profile, pid=pid, port=port)
         self._touch()
-        token = session_profile.set(profile)  # the handlers of this session see its profile
-        owner = session_key.set(session)  # ... and the tasks it makes are its own
         try:
-            async with self.gateway.pool.session(one_host) as own:  # servers it runs for itself (gateway.share)
-                session.pool = own
-                yield session
+            with sessions.serving(session):
+                async with self.gateway.pool.session(one_host) as own:  # servers it runs for itself
+                    session.pool = own
+                    yield session
         finally:
-            session_key.reset(owner)
-            session_profile.reset(token)
             del self.sessions[key]
             self._touch()
             await self.gateway.tasks.session_ended(session)

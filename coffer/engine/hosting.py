@@ -124,13 +124,12 @@ async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) 
     from coffer.gateway import http
 
     port = sock.getsockname()[1]
-    server = http.server(gateway, token)
     # uvicorn re-raises the signal it caught once it has stopped; with a no-op handler in place that
     # re-raise cannot kill us before the upstreams are stopped.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     sys.stderr.write(http.serving_line(port, token is not None))
-    await server.serve(sockets=[sock])
+    await http.serve_on(gateway, sock, token)
 
 
 def _describe(exc: BaseException) -> Any:

@@ -1,19 +1,18 @@
 """The gateway's list requests: the merged view each host is answered from, new servers given a bounded
 chance to list first, the session's profile applied to tools/list, and paging.
 
-A mixin of `coffer.gateway.server.Gateway` (it reads the gateway's view, pool and relay), kept apart
-so the server module holds the request routing and the upstream bookkeeping.
+`Listings` is a collaborator the gateway holds (as it holds its `Router`): it reads the gateway's view,
+pool and relay, and its handlers are the server's list handlers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from contextvars import ContextVar
 from typing import Any
 
 import anyio
 
-from coffer.gateway import advertise, builtins, paging
+from coffer.gateway import advertise, builtins, paging, sessions
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
@@ -37,28 +36,32 @@ def host_caps(ctx: Any) -> frozenset[str]:
     return frozenset(c for c in RELAYED_CAPS if caps is not None and getattr(caps, c, None) is not None)
 
 
-# The profile of the session a handler serves, when it is not the gateway's (`coffer.engine`: each
-# front names its own). Set around a session's `server.run`; the tasks it starts inherit it.
-session_profile: ContextVar[str | None] = ContextVar("coffer_session_profile", default=None)
-
-
 class Listings:
-    """List handlers over the gateway's state (declared here, set by `Gateway.__init__`)."""
+    """List handlers over the gateway's view, pool and relay. `profile_name`: the profile in force when
+    the host session names none (`coffer serve --profile`); `started_at`: when the gateway started, from
+    which the discovery budget counts."""
 
-    view: View
-    pool: Pool
-    relay: Relay
-    discovery_budget: float
-    profile_name: str | None
-    _profiles: dict[str, Profile]
-    _shown: dict[str, advertise.Advertised]
-    _started_at: float
+    def __init__(self, view: View, pool: Pool, relay: Relay, discovery_budget: float, profile_name: str | None) -> None:
+        self.view, self.pool, self.relay = view, pool, relay
+        self.discovery_budget = discovery_budget
+        self.profile_name = profile_name
+        self.started_at = 0.0
+        self._profiles: dict[str, Profile] = {}
+        self._shown: dict[str, advertise.Advertised] = {}  # chosen once per profile: clients keep their first list
+
+    def start(self) -> None:
+        """The gateway started serving: the discovery budget counts from now; the registry is read (its
+        servers start) and `--profile` checked."""
+        self.started_at = anyio.current_time()
+        reg = self.view.current_registry()
+        if self.profile_name is not None:
+            self._profiles[self.profile_name] = reg.profile(self.profile_name)
 
     async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
         """Before answering tools/list, give never-catalogued servers (and `unfit` snapshot entries) a
         bounded chance to list. Those that failed, or are still starting when the budget is spent, are
         remembered in the snapshot, so the next start does not wait for them again."""
-        deadline = self._started_at + self.discovery_budget
+        deadline = self.started_at + self.discovery_budget
         for up in self.pool.running():  # a session's own server waits for its first need: this is one
             if up.state is State.IDLE and self._undiscovered(up.name, unfit):
                 up.start()
@@ -96,14 +99,15 @@ class Listings:
     @property
     def profile(self) -> Profile | None:
         """The profile of the session being served: its own (an engine session's), else `--profile`."""
-        name = session_profile.get() or self.profile_name
+        host = sessions.current()
+        name = (host.profile if host is not None else None) or self.profile_name
         if name is None:
             return None
         if name not in self._profiles:
             self._profiles[name] = self.view.current_registry().profile(name)
         return self._profiles[name]
 
-    async def _list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
+    async def list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
         self.pool.host_known(ctx.session)
         merged = await self._listing(ctx)
@@ -133,15 +137,15 @@ class Listings:
             return frozenset()
         return frozenset(t.name for t in self.view.merged().visible_tools) - set(shown.names)
 
-    async def _list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
+    async def list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         merged = await self._listing(ctx)
         return for_era(ctx, self._page("prompts", merged.prompts_result, params), cacheable=True)
 
-    async def _list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
+    async def list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
         merged = await self._listing(ctx)
         return for_era(ctx, self._page("resources", merged.resources_result, params), cacheable=True)
 
-    async def _list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
+    async def list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
         merged = await self._listing(ctx)
         return for_era(ctx, self._page("resourceTemplates", merged.templates_result, params), cacheable=True)
 

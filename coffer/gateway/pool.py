@@ -8,7 +8,7 @@ Under the engine (`share` given) a server that keeps per-client state runs once 
 (coffer.gateway.sessions): each session has a child pool (`session()`), which shares the gate and the
 process list, starts each of those servers the first time its session needs it (a call to it, or a
 listing the catalogue cannot answer for), and stops them when the session ends.
-`get()` answers from the child of the session being served (`session_pool`).
+`get()` answers from the child of the session being served (its `HostSession.pool`).
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import anyio
 import anyio.abc
 
 from coffer.errors import UpstreamError
+from coffer.gateway import sessions
 from coffer.gateway.relay import Relay
 from coffer.gateway.sessions import Share
 from coffer.upstreams.gate import StartGate
@@ -40,8 +40,6 @@ SLOT_HOLD_S = 1.5
 
 
 Listener = Callable[[Upstream, frozenset[str]], None]
-# The pool of the session being served, in an engine (`Pool.session()`): its per-session upstreams.
-session_pool: ContextVar[Pool | None] = ContextVar("coffer_session_pool", default=None)
 
 
 class Pool:
@@ -127,7 +125,7 @@ class Pool:
     def get(self, name: str) -> Upstream | None:
         """The upstream serving `name` for the session being served: its own for a server it runs per
         session, else the shared one (started here when a session that predates a share change needs it)."""
-        child = self._current()
+        child = self._current() if any(name in c.own for c in self.children) else None
         if child is not None and name in child.own:
             return child._up(name, self._configs.get(name))
         if name in self.upstreams or name not in self.per_session:
@@ -145,8 +143,11 @@ class Pool:
 
     def _current(self) -> Pool | None:
         """The pool of the session being served, when it is one of this pool's sessions."""
-        child = session_pool.get()
-        return child if child is not None and child in self.children else None
+        if not self.children:  # in-process, or an engine with no session of its own servers yet
+            return None
+        host = sessions.current()
+        child = host.pool if host is not None else None
+        return child if isinstance(child, Pool) and child in self.children else None
 
     def live(self, upstream: Upstream) -> bool:
         """Whether `upstream` is current here or in a session's pool (not one replaced or stopped)."""
@@ -165,7 +166,7 @@ class Pool:
 
     @asynccontextmanager
     async def session(self, one_host: bool = True) -> AsyncIterator[Pool]:
-        """A session's own pool for the per-session servers, current (`session_pool`) inside the block.
+        """A session's own pool for the per-session servers (its `HostSession.pool`, which the caller sets).
         Which servers it runs itself is decided now, once: a server found to need it later is run per
         session for the sessions that start after that. `one_host` False: the HTTP hosts of one
         `serve --http` share it, and it asks whichever host's call is in flight."""
@@ -176,11 +177,9 @@ class Pool:
         child.own = set(self.per_session)
         async with child:
             self.children.append(child)
-            token = session_pool.set(child)
             try:
                 yield child
             finally:
-                session_pool.reset(token)
                 self.children.remove(child)
                 self._drop_unneeded()
 

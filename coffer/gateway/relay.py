@@ -5,7 +5,7 @@ and send `notifications/message` logs. Nothing in such a message names the reque
 (JSON-RPC ids run per direction, and stdio has no stream to tie them), so the relay keeps, per
 upstream, the host requests Coffer has in flight on it. A request from the upstream goes to the host
 of those calls, scoped to the oldest one (on streamable HTTP it rides that call's response stream)
-and cancelled when that call ends; with no call in flight it goes on the standalone channel of the
+and cancelled when that call ends; with no call in flight it goes on the channel outside any request of the
 one connected host. A 2026-07-28 host takes no requests: during its tools/call the request goes back
 to it as a multi-round-trip result (coffer.gateway.rounds). Refused, with a reason the upstream can
 report: a host that did not declare the capability, a 2026-07-28 host outside a tools/call, and a
@@ -119,7 +119,7 @@ class Relay:
     # ------------------------------------------------------------------ hosts and calls
 
     def add_host(self, session: Any) -> None:
-        """A legacy host finished its handshake: its standalone channel can carry requests."""
+        """A legacy host finished its handshake: its channel outside any request can carry requests."""
         self.hosts.append(session)
         self.note_host(session)
 
@@ -140,7 +140,7 @@ class Relay:
         for uri in list(self._subscribers):
             self.unsubscribe(uri, session)
 
-    def _standalone(self, session: Any) -> Any:
+    def _host_channel(self, session: Any) -> Any:
         """The session kept from this host's handshake (it outlives any one request), else `session`."""
         conn = _connection(session)
         return next((h for h in self.hosts if _connection(h) is conn), session)
@@ -167,7 +167,7 @@ class Relay:
         subs = self._subscribers.setdefault(uri, [])
         conn = _connection(session)
         if not any(_connection(s) is conn for s in subs):
-            subs.append(self._standalone(session))
+            subs.append(self._host_channel(session))
         return len(subs) == 1
 
     def unsubscribe(self, uri: str, session: Any) -> bool:
@@ -244,7 +244,7 @@ class Relay:
         if owner is not None:
             calls = [o for o in calls if _connection(o.ctx.session) is _connection(owner)]
             if not calls:
-                return self._standalone(owner), None, None
+                return self._host_channel(owner), None, None
         if calls:
             if len({id(_connection(o.ctx.session)) for o in calls}) > 1:
                 return "calls from more than one client are in flight on it"
@@ -317,7 +317,7 @@ class Relay:
         owner = host() if host is not None else None
         target = self._target(server, host) if self._calls.get(server) else None
         if target is None or (not isinstance(target, str) and target[2] is None):  # no call of a host caused it:
-            for session in list(self.hosts) if owner is None else [self._standalone(owner)]:  # every legacy host
+            for session in list(self.hosts) if owner is None else [self._host_channel(owner)]:  # every legacy host
                 if self._hears(session, params.level):  # that wants the level hears it (its own host, if any)
                     with contextlib.suppress(Exception):  # a host that went away must not break the upstream
                         await session.send_notification(note)
@@ -365,7 +365,7 @@ class Relay:
             )
             return
         with contextlib.suppress(Exception):  # a host that went away must not break the upstream
-            await self._standalone(session).send_notification(types.ElicitCompleteNotification(params=params))
+            await self._host_channel(session).send_notification(types.ElicitCompleteNotification(params=params))
 
     async def roots_changed(self, sessions: Iterable[Any]) -> None:
         """The host's roots changed: tell every live upstream, so it asks again."""

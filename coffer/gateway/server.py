@@ -29,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import advertise, bigresults, builtins, paging, rounds, sessions
+from coffer.gateway import bigresults, builtins, paging, rounds, sessions
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.listings import DISCOVERY_BUDGET_S, Listings
 from coffer.gateway.merge import Merged
@@ -49,7 +49,7 @@ from coffer.trust.redact import scrub
 from coffer.upstreams import outbound, resources
 from coffer.upstreams.upstream import Upstream, UpstreamUnavailable
 from coffer.vault import catalogue
-from coffer.vault.registry import Profile, Registry, ServerConfig
+from coffer.vault.registry import Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
 
@@ -68,7 +68,7 @@ ANNOUNCED = (
 )
 
 
-class Gateway(Listings):
+class Gateway:
     """State behind `coffer serve`: the registry (re-read when it changes), the listings, the pool."""
 
     def __init__(
@@ -85,10 +85,6 @@ class Gateway(Listings):
         `profile`: the `[advertise.NAME]` whose tools are advertised (coffer.gateway.advertise); `sessions`:
         many sessions are served (the engine), so servers with per-client state run once per session."""
         self.calllog = calllog
-        self.profile_name = profile  # the default; an engine session names its own (`session_profile`)
-        self._profiles: dict[str, Profile] = {}
-        self._shown: dict[str, advertise.Advertised] = {}  # chosen once per profile: clients keep their first list
-        self.discovery_budget = discovery_budget
         self.relay = Relay(host_wait)  # upstream sampling/elicitation/roots/logs to the host (coffer.gateway.relay)
         self.pool = Pool(
             limit=start_limit,
@@ -104,8 +100,9 @@ class Gateway(Listings):
         self.bus = InMemorySubscriptionBus()  # list changes for 2026-07-28 hosts' subscriptions/listen streams
         self.relay.on_notice = self._on_notice
         self.router = Router(self.view, self.pool, self.relay, self.tasks)
+        # list requests; the profile is the default: an engine's host session names its own (coffer.gateway.sessions)
+        self.listings = Listings(self.view, self.pool, self.relay, discovery_budget, profile)
         self._snapshot_lock = anyio.Lock()
-        self._started_at = 0.0
         self.telemetry: otlp.Telemetry | None = None  # OTLP export when the standard variables ask (running())
         self.server = self._build_server()
 
@@ -114,11 +111,8 @@ class Gateway(Listings):
         """Load the snapshot, start the upstreams in the background; stop them all on exit."""
         async with self.pool:
             with Pins.open(new_tools="allow") as self.view.pins:  # the registry's setting applies in View._sync()
-                self._started_at = anyio.current_time()
                 self.view.load_snapshot()
-                reg = self.view.current_registry()
-                if self.profile_name is not None:
-                    self._profiles[self.profile_name] = reg.profile(self.profile_name)
+                self.listings.start()
                 if otlp.wanted():
                     self.telemetry = otlp.start()
                     if self.telemetry is not None:
@@ -230,12 +224,12 @@ class Gateway(Listings):
                 BUILTIN,
                 version=__version__,
                 instructions=INSTRUCTIONS,
-                on_list_tools=self._list_tools,
+                on_list_tools=self.listings.list_tools,
                 on_call_tool=self._call_tool,
-                on_list_prompts=self._list_prompts,
+                on_list_prompts=self.listings.list_prompts,
                 on_get_prompt=self.router.get_prompt,
-                on_list_resources=self._list_resources,
-                on_list_resource_templates=self._list_templates,
+                on_list_resources=self.listings.list_resources,
+                on_list_resource_templates=self.listings.list_templates,
                 on_read_resource=self.router.read_resource,
                 on_completion=self.router.complete,
                 on_set_logging_level=self._set_level,
@@ -410,7 +404,7 @@ class Gateway(Listings):
             return await bigresults.read_tool(args, bigresults.cap_for(self.view.registry.settings, None, params.meta))
         if params.name == SEARCH:
             m = self.view.merged()
-            return await builtins.search_tools(m.visible_tools, m.key, args, self.hidden())
+            return await builtins.search_tools(m.visible_tools, m.key, args, self.listings.hidden())
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
 
 

@@ -1,4 +1,10 @@
-"""Which upstreams an engine runs once for every session, and which once per session.
+"""What belongs to one host session: its context (`HostSession`), and which upstreams an engine runs once
+for every session and which once per session (`decide`).
+
+The engine serves many hosts from one gateway; a handler knows whose request it serves from the one
+`HostSession` current in its context (`current()`, set around the session's `server.run` by `serving()`;
+the tasks it starts inherit it): the profile it named, its own pool of per-session servers, and the
+tasks it made (coffer.gateway.tasks). In-process serving has one host and no `HostSession`.
 
 Most servers hold no state about their client: one process serves every agent session (the engine's
 point). Some do: a browser whose tabs and cookies are one agent's, a shell whose working directory and
@@ -14,10 +20,41 @@ in the catalogue so the next engine knows from the start).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from coffer.vault.registry import ServerConfig
+
+
+@dataclass(eq=False)
+class HostSession:
+    """One host session of the engine, as its handlers see it. `pool`: its own pool for the servers it
+    runs itself (`coffer.gateway.pool.Pool.session`, which decides once which those are); the tasks it
+    creates are owned by this object."""
+
+    profile: str | None = None
+    pool: object = None
+
+
+_current: ContextVar[HostSession | None] = ContextVar("coffer_host_session", default=None)
+
+
+def current() -> HostSession | None:
+    """The host session being served, None in-process (one host)."""
+    return _current.get()
+
+
+@contextmanager
+def serving(session: HostSession) -> Iterator[HostSession]:
+    """`session` is current inside the block, and in every task started from it."""
+    token = _current.set(session)
+    try:
+        yield session
+    finally:
+        _current.reset(token)
+
 
 SEEN_ROOTS = "roots_outside_call"  # the catalogue's note: it asked for roots with no call in flight
 

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,14 +33,12 @@ import mcp_types as types
 from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from coffer.gateway import paging
+from coffer.gateway import paging, sessions
 from coffer.gateway.sdk import host_client
 from coffer.gateway.sdk import host_connection as _connection
 from coffer.upstreams.upstream import UpstreamUnavailable
 
 log = logging.getLogger("coffer.tasks")
-# Which engine session a handler serves (set around the session's `server.run`; None standalone).
-session_key: ContextVar[object] = ContextVar("coffer_session_key", default=None)
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 SEP = "/"
 RELATED_TASK = "io.modelcontextprotocol/related-task"
@@ -66,7 +63,7 @@ class TaskEntry:
     poll_ms: int | None = None
     logged: bool = False
     ended: anyio.Event = field(default_factory=anyio.Event)
-    owner: object = None  # the engine session that made it (`session_key`), None in a standalone gateway
+    owner: object = None  # the engine's host session that made it (`sessions.current()`), None in-process
 
 
 def host_id(server: str, upstream_id: str) -> str:
@@ -130,7 +127,7 @@ class TaskRelay:
             client=host_client(ctx.session),
             ttl_ms=task.get("ttl") if isinstance(task.get("ttl"), int) else None,
             poll_ms=task.get("pollInterval") if isinstance(task.get("pollInterval"), int) else None,
-            owner=session_key.get(),
+            owner=sessions.current(),
         )
         self.tasks[entry.host_id] = entry
         self._note(entry, task)

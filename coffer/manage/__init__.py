@@ -1,5 +1,18 @@
-"""Use cases that span parts, for the CLI and the console: adding, importing and removing servers
-(`servers`: registry, approval, probe, snapshot, memory), starting them once (`probe`), recording their
-listings (`refresh`), the doctor's report, the vault search behind `coffer search`, the demo.
+"""Use cases that span parts, for the CLI and the console.
+
+Modules:
+
+    servers     adding, importing and removing servers: registry, approval, probe, snapshot, memory
+    probe       starting upstreams once: what they serve, how long, why not
+    refresh     `coffer refresh`, and the first start after `add` and `import`
+    doctor      `coffer doctor`: start every enabled server once and report
+    review      reviewing and approving what changed since approval
+    tools       turning servers and tools on and off; the tool table
+    profiles    what each `[profiles.NAME]` advertises now (`coffer profile`)
+    usage       which listed tools are called, how often, how well; pruning the rest
+    search      `coffer search` over the saved catalogue
+    auth        `coffer auth` and `coffer call`
+    demo        `coffer demo`: the whole loop in a throwaway vault
+
 Imports every part below the CLI, clients included.
 """

@@ -1,5 +1,25 @@
 """Tool and passage ranking: BM25F-lite, an offline embedding model, and their weighted fusion.
 
+Modules:
+
+    ranker      `Ranker`: indexes built once per doc list, queries in about a millisecond
+    docs        `Doc`: what is ranked, tools and passages alike
+    index       the indexes a Ranker searches, restored from or saved as a snapshot
+    snapshot    a built index saved whole
+    derived     derived cache files, written atomically and read forgivingly
+    reuse       built rankers kept per catalogue
+    bm25        BM25F-lite over a few weighted fields
+    tokenize    text to BM25 terms
+    vocabulary  how developers ask for tools, in the words tools use
+    implied     needs a query implies without naming them
+    languages   queries in other languages
+    embed       offline embeddings (wordllama) and their vector cache
+    pieces      the tokenizer's ids remembered per word
+    minilm      the optional heavier model (all-MiniLM-L6-v2)
+    fuse        normalisation, weighted fusion, a deterministic top-k
+    rerank      the passes that turn fused scores into hits
+    rules       the tuned rules, each one switch
+
 One ranker serves `coffer search`, `coffer__search_tools` and `coffer__ask`. Importing this package
 is cheap: numpy, tokenizers and the model load only when a Ranker is built.
 """

@@ -1,6 +1,10 @@
 """Telemetry: traces and call metrics exported over OTLP when the standard OpenTelemetry variables ask for
 it, into the observability stack a team already runs.
 
+Modules:
+
+    otlp        the providers and exporters, and Coffer's attributes and metrics on each call
+
 `start()` is all the gateway calls: when neither `OTEL_EXPORTER_OTLP_ENDPOINT` nor
 `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (or `OTEL_SDK_DISABLED=true`) it returns None and nothing of
 the OpenTelemetry SDK is imported. Otherwise it installs a tracer provider with a batching OTLP exporter

@@ -1,8 +1,17 @@
 """Trust: what the vault lets an agent see and call, and the secrets it must never show.
 
-`pinning` (launch-config approval, tool pins and held tools), `pinhash` (canonical hashes), `pinschema`
-(their tables and migrations), `curation` (the one rule for what is visible and callable), `secrets`
-(keyring or 0600 file), `expand` (`${VAR}` and `${secret:NAME}` at launch), `redact` (masking resolved
-values everywhere text is written).
+Modules:
+
+    curation    the one rule for what is visible and callable
+    pinning     launch-config approval, tool pins and held tools
+    pinhash     canonical forms that are hashed (pure)
+    pinschema   the trust tables in coffer.db and their migrations
+    injection   prompt injection in tool definitions
+    secrets     named secrets: the OS keyring, else a 0600 file
+    oauth_store where a server's OAuth tokens and client registration are kept
+    http_token  the bearer token `coffer serve --http` requires
+    expand      `${VAR}` and `${secret:NAME}` at launch
+    redact      resolved values masked everywhere text is written
+
 Imports the vault only.
 """

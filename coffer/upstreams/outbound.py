@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,6 +32,8 @@ from coffer.upstreams.direct import Lane
 
 CANCEL_WRITE_S = 2.0  # bound on writing our cancel; a wedged pipe must not hold the host's answer longer
 _ids = itertools.count(1)
+# Each session's era stamp (coffer.upstreams.sdk), resolved once per session rather than once per request.
+_stamps: weakref.WeakKeyDictionary[ClientSession, sdk.Stamp] = weakref.WeakKeyDictionary()
 
 
 def next_id() -> str:
@@ -56,7 +59,10 @@ async def send(
     method: str = data["method"]
     request_id = next_id()
     opts: dict[str, Any] = {}
-    sdk.stamp(session, data, opts)  # era-specific _meta and headers, as the SDK does
+    stamp = _stamps.get(session)
+    if stamp is None:
+        stamp = _stamps[session] = sdk.stamper(session)
+    stamp(data, opts)  # era-specific _meta and headers, as the SDK does
     opts |= {"request_id": request_id, "cancel_on_abandon": False}
     headers = opts.setdefault("headers", {})
     key = getattr(type(request), "name_param", None)

@@ -70,9 +70,13 @@ def version_problems(privates: Mapping[str, Callable[[], bool]]) -> list[str]:
     return problems
 
 
-def stamp(session: ClientSession, data: dict[str, Any], opts: dict[str, Any]) -> None:
-    """Add the negotiated era's `_meta` and headers to an outgoing request, as the SDK itself does."""
-    session._stamp(data, opts)  # type: ignore[arg-type]
+Stamp = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+def stamper(session: ClientSession) -> Stamp:
+    """What adds the negotiated era's `_meta` and headers to an outgoing request, as the SDK itself does."""
+    stamp: Stamp = session._stamp  # type: ignore[assignment]
+    return stamp
 
 
 async def send_raw(session: ClientSession, method: str, params: dict[str, Any] | None, opts: dict[str, Any]) -> Any:

@@ -186,7 +186,7 @@ def vault(tmp_path_factory: pytest.TempPathFactory, serve_mode: str) -> Path:
 async def gw(vault: Path, serve_mode: str) -> AsyncIterator[ClientSession]:
     subreaper(True)
     try:
-        async with connect(vault, *(["--standalone"] if serve_mode == "standalone" else [])) as session:
+        async with connect(vault, *(["--standalone"] if serve_mode == "in-process" else [])) as session:
             yield session
     finally:
         subreaper(False)
@@ -407,7 +407,7 @@ async def test_hand_added_or_edited_servers_wait_for_approval(gw: ClientSession,
 # ---------------------------------------------------------------- cases that end the gateway
 
 
-@pytest.mark.one_mode("standalone")  # the engine's counterpart: tests/engine
+@pytest.mark.one_mode("in-process")  # the engine's counterpart: tests/engine
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "kill-9"])
 async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signals) -> None:
     """The in-process gateway (--standalone): its death ends every upstream. The engine's own death is

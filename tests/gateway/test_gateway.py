@@ -218,7 +218,7 @@ async def test_log_rows_are_not_trust_changes(coffer_home: Path) -> None:
         assert gw.merged() is not view and gw.refusal("alpha", "echo", "alpha__echo") is not None
 
 
-@pytest.mark.one_mode("standalone")  # the engine's counterpart: tests/engine
+@pytest.mark.one_mode("in-process")  # the engine's counterpart: tests/engine
 async def test_first_list_never_shows_tools_listed_for_a_more_capable_host(coffer_home: Path) -> None:
     """A snapshot written while a host with roots was connected holds a roots-only tool: the next host
     without roots must not be shown it, not even in the first list (the server is waited for instead)."""

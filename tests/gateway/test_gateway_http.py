@@ -88,7 +88,7 @@ async def test_http_upstreams_with_header_secrets(
         assert TOKEN not in text(refused)
 
 
-@pytest.mark.parametrize("standalone", [False, True], ids=["engine", "standalone"])
+@pytest.mark.parametrize("standalone", [False, True], ids=["engine", "in-process"])
 async def test_serve_over_http_and_stop_cleanly(coffer_home: Path, standalone: bool) -> None:
     """Through the engine the front's going closes the port and the engine's upstreams stop with the engine;
     standalone they stop with `coffer serve`."""

@@ -177,7 +177,7 @@ def test_large_calls_round_trip_and_an_over_limit_line_is_answered(coffer_home: 
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the supervisor (subreaper, parent-death signal) is Linux-only")
-@pytest.mark.one_mode("standalone")  # the engine's counterpart: tests/engine
+@pytest.mark.one_mode("in-process")  # the engine's counterpart: tests/engine
 @pytest.mark.parametrize("how", ["kill-9", "sigterm"])
 async def test_every_process_of_an_upstream_dies_with_the_gateway(coffer_home: Path, tmp_path: Path, how: str) -> None:
     """A worker that escaped with setsid and ignores SIGTERM still ends when coffer serve is killed -9."""

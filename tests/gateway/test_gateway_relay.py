@@ -84,7 +84,7 @@ async def test_a_relayed_request_ends_with_the_call_that_caused_it(coffer_home: 
         assert text(await s.call("alpha__echo", {"text": "after"})) == "after"
 
 
-@pytest.mark.one_mode("standalone")  # the engine's counterpart: tests/engine
+@pytest.mark.one_mode("in-process")  # the engine's counterpart: tests/engine
 async def test_a_host_without_them_gets_clear_errors(coffer_home: Path) -> None:
     """Standalone, the upstream is told only what its one host can take (so it falls back itself)."""
     add_fixture(coffer_home, "alpha", "relay")

@@ -53,13 +53,13 @@ class Wire:
         return self.post({"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params})
 
 
-@pytest.fixture(params=["engine", "standalone"])
+@pytest.fixture(params=["engine", "in-process"])
 def wire(request: pytest.FixtureRequest, coffer_home: Path) -> Iterator[Wire]:
     add_fixture(coffer_home, "alpha", "big")
     with registry.edit(coffer_home / "coffer.toml") as doc:
         doc["settings"] = {"result_max_tokens": 0}  # a big result passes whole: it is what is streamed
     port = free_port()
-    extra = ["--standalone"] if request.param == "standalone" else []
+    extra = ["--standalone"] if request.param == "in-process" else []
     argv = [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--no-auth", *extra]
     proc = subprocess.Popen(argv, env=serve_env(coffer_home), stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30

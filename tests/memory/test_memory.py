@@ -254,7 +254,7 @@ def test_empty_vault_answers_with_no_passages(coffer_home: Path) -> None:
 def test_concurrent_writers_lose_nothing(coffer_home: Path) -> None:
     """Several processes (CLI runs, `coffer serve` instances) write notes to a fresh vault at once."""
     code = (
-        "import sys\nfrom coffer.memory import store as memory\n"
+        "import sys\nfrom coffer.memory import knowledge as memory\n"
         "for j in range(8): memory.add_note(f'note {sys.argv[1]}-{j}')"
     )
     env = subprocess_env(coffer_home)

@@ -15,8 +15,8 @@ import mcp_types as types
 import pytest
 from mcp import ClientSession, MCPError
 
-from coffer.upstreams import sdk
 from coffer.gateway.pool import Pool
+from coffer.upstreams import sdk
 from coffer.upstreams.direct import Lane
 from coffer.upstreams.transport import StreamStats, child_env, stdio_pipe
 from coffer.vault.registry import ServerConfig
