@@ -73,6 +73,20 @@ def add(
         str,
         typer.Option("--share", help="Under the engine: auto, shared (one process) or session (one per session)."),
     ] = "auto",
+    sandbox: Annotated[
+        str | None,
+        typer.Option("--sandbox", help="auto (confined, the default), none (confined, no network) or off."),
+    ] = None,
+    allow_read: Annotated[
+        list[str] | None, typer.Option("--allow-read", metavar="PATH", help="Confined: also readable (repeat).")
+    ] = None,
+    allow_write: Annotated[
+        list[str] | None, typer.Option("--allow-write", metavar="PATH", help="Confined: also writable (repeat).")
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", metavar="HOST", help="Confined: reach only these hosts (repeat)."),
+    ] = None,
 ) -> None:
     """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
     from coffer.manage import servers
@@ -87,6 +101,9 @@ def add(
         raise UsageError("--timeout must be a positive number of seconds")
     if share not in registry.SHARE_MODES:
         raise UsageError(f"invalid --share '{share}': expected one of {', '.join(registry.SHARE_MODES)}")
+    confined = registry.sandbox_option(sandbox, allow_read, allow_write, allow_host)
+    if url and confined != "auto":
+        raise UsageError("--sandbox and --allow-* apply to servers Coffer launches (a command), not --url")
     cfg = registry.ServerConfig(
         name=registry.validate_name(name),
         command=command[0] if command else None,
@@ -100,6 +117,7 @@ def add(
         prefix=None if prefix is None else registry.validate_prefix(prefix),
         oauth=bool(oauth_client_id),
         share=share,
+        sandbox=confined,
     )
     client = (oauth_client_id, oauth_client_secret) if oauth_client_id else None
     told = None if as_json else lambda c: render.say(f"added '{c.name}': {c.launch_line()}")
@@ -184,6 +202,19 @@ def _state_text(row: dict[str, Any]) -> str:
     return state
 
 
+def _confinement(cfg: registry.ServerConfig) -> dict[str, Any] | None:
+    """The confinement in force for a stdio server, and whether this machine can apply it."""
+    if cfg.url:
+        return None
+    from coffer.upstreams import sandbox
+
+    policy = sandbox.policy_for(cfg)
+    found = sandbox.support()
+    confined = not policy.off and found.available
+    note = "" if confined or policy.off else f"; UNCONFINED here: {found.problem}"
+    return {"confined": confined, "policy": policy.describe(), "why": policy.why, "note": note}
+
+
 @app.command()
 def show(
     name: Annotated[str, typer.Argument(help="Server to show.", autocompletion=complete_servers)],
@@ -214,13 +245,16 @@ def show(
     data["list_error"] = entry.error if entry is not None else None
     how = sessions.decide(cfg, entry.seen if entry is not None else ())
     data["share"] = {"mode": how.mode, "why": how.reason}
+    data["confinement"] = _confinement(cfg)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "server": data})
         return
-    hidden = ("tools", "name", "catalogued", "held", "list_error", "state")
+    hidden = ("tools", "name", "catalogued", "held", "list_error", "state", "share", "confinement", "sandbox")
+    confinement = data["confinement"]
     render.kv(
         [("state", _state_text(data)), ("share", f"{how.mode} ({how.reason})" + (_OWN if how.per_session else ""))]
-        + [(k, v) for k, v in data.items() if k not in hidden and k != "share"]
+        + ([("sandbox", f"{confinement['policy']} ({confinement['why']}){confinement['note']}")] if confinement else [])
+        + [(k, v) for k, v in data.items() if k not in hidden]
         + [("launch", cfg.launch_line())],
         title=name,
     )

@@ -67,7 +67,11 @@ def status(
             u["share"] if u.get("session") is None else f"session of pid {u['session']}",
             " ".join(str(p) for p in u["pids"]),
             f"{u['pss_kib'] / 1024:.1f} MiB",
+            u.get("sandbox") or "-",
         )
         for u in state["upstreams"]
     ]
-    render.table(["server", "state", "share", "pids", "memory (PSS)"], rows, title="upstreams")
+    render.table(["server", "state", "share", "pids", "memory (PSS)", "confinement"], rows, title="upstreams")
+    for u in state["upstreams"]:
+        if u.get("last_error"):
+            render.say(f"{u['name']}: {u['last_error']}")

@@ -189,6 +189,7 @@ class Engine:
                     "ready_since": up.ready_since,
                     "last_error": up.last_error,
                     "restarts": max(0, up.spawns - 1),
+                    "sandbox": _sandbox(up),
                 }
             )
         return {
@@ -215,6 +216,13 @@ class Engine:
                 await changed.wait()
             if not self.sessions and not changed.is_set():
                 self.stop.set()
+
+
+def _sandbox(up: Any) -> str | None:
+    """How a started stdio upstream runs: its confinement, or "unconfined" (None: not started, or HTTP)."""
+    if up.cfg.transport != "stdio" or up.spawns == 0:
+        return None
+    return up.policy.describe() if up.policy is not None else "unconfined"
 
 
 def _peer_uid(sock: socket.socket | None) -> int | None:

@@ -38,6 +38,7 @@ class ServerDiagnosis:
     error_class: str | None = None
     stderr_tail: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    sandbox: str | None = None  # a stdio server: "confined", "off" or "UNCONFINED" (coffer.upstreams.sandbox)
 
 
 @dataclass
@@ -46,6 +47,7 @@ class Diagnosis:
     shared_names: dict[str, list[str]]
     builtin_tokens: int
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # tokens each profile advertises
+    confinement: dict[str, Any] = field(default_factory=dict)  # what this OS offers (`confinement()`)
 
     @property
     def total_tokens(self) -> int:
@@ -69,7 +71,22 @@ class Diagnosis:
             },
             "shared_tool_names": self.shared_names,
             "failed": self.failed,
+            "confinement": self.confinement,
         }
+
+
+def confinement() -> dict[str, Any]:
+    """What this machine offers for confining servers: bubblewrap, user namespaces, Landlock."""
+    from coffer.upstreams import sandbox
+
+    found = sandbox.support()
+    return {
+        "available": found.available,
+        "bwrap": found.bwrap,
+        "user_namespaces": found.user_namespaces,
+        "landlock_abi": found.landlock_abi,
+        "problem": found.problem,
+    }
 
 
 def name_problems(server: str, tools: list[dict[str, Any]], prefix: str | None = None) -> list[str]:
@@ -100,6 +117,18 @@ def _builtin_tokens() -> int:
     return sum(len(json.dumps({k: d.get(k) for k in keys})) // 4 for d in tool_definitions())
 
 
+def _sandbox(cfg: ServerConfig) -> tuple[str, str]:
+    from coffer.upstreams import sandbox
+
+    policy = sandbox.policy_for(cfg)
+    if policy.off:
+        return "off", 'runs unconfined (sandbox = "off")'
+    found = sandbox.support()
+    if not found.available:
+        return "UNCONFINED", f"runs UNCONFINED: {found.problem}"
+    return "confined", f"confined: {policy.describe()}"
+
+
 def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagnosis:
     """Start every enabled, approved server once and report on it; writes nothing."""
     from coffer.trust.pinning import Pins
@@ -112,6 +141,7 @@ def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagn
     enabled = reg.enabled_servers()
     with Pins.open(new_tools="allow") as pins:  # read only: doctor observes nothing
         report = _diagnose(reg, pins, snapshot, enabled, limit, on_done)
+    report.confinement = confinement()
     from coffer.manage.profiles import preview
 
     for name in [None, *reg.profiles]:  # what each profile advertises, from the snapshot (no profile: all)
@@ -150,6 +180,9 @@ def _diagnose(
                 diag.notes.append(f"{probe.garbage_lines} non-JSON line(s) on stdout (ignored)")
             diag.notes.extend(probe.problems)
         diag.notes += [p.split(": ", 1)[1] for p in reg.unknown_keys() if p.startswith(f"servers.{cfg.name}:")]
+        if cfg.transport == "stdio":
+            diag.sandbox, note = _sandbox(cfg)
+            diag.notes.append(note)
         if cfg.oauth:
             from coffer.trust import oauth_store
 

@@ -89,8 +89,9 @@ def tool_hash(tool: CatalogueTool | Mapping[str, Any]) -> str:
 
 
 def config_definition(cfg: ServerConfig) -> dict[str, Any]:
-    """What decides which program runs and where it connects; never secret values."""
-    return {
+    """What decides which program runs, where it connects and what it may touch; never secret values.
+    The sandbox counts only when it is not the default, so entries approved before it existed stay so."""
+    out = {
         "transport": cfg.transport,
         "command": cfg.command,
         "args": list(cfg.args),
@@ -100,6 +101,9 @@ def config_definition(cfg: ServerConfig) -> dict[str, Any]:
         "code_env": {k: v for k, v in sorted(cfg.env.items()) if k.upper() in CODE_ENV},
         "headers": sorted(cfg.headers),
     }
+    if cfg.sandbox != "auto":
+        out["sandbox"] = cfg.sandbox
+    return out
 
 
 def config_hash(cfg: ServerConfig) -> str:

@@ -11,6 +11,9 @@ Modules, from the session down to the process:
     transport   the pipe: a process in its own group (stdio) or a streamable HTTP endpoint
     framing     newline-delimited JSON-RPC: lines split and framed without copying big messages
     reaper      the supervisor every stdio upstream runs under: no upstream outlives its gateway
+    sandbox     confinement: what a stdio upstream may read, write, reach and see (bubblewrap)
+    netgate     inside a sandbox: the one way out of its network namespace, to the filtering proxy
+    egress      the filtering proxy that lets a confined upstream reach only its allowed hosts
     gate        bounded starts: at most N upstreams start at once, a waited-for one jumps the queue
     oauth       OAuth 2.1 for HTTP upstreams on the SDK's client, tokens kept by coffer.trust
     sdk         the client half of the SDK seam (the host half is coffer.gateway.sdk)

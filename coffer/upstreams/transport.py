@@ -133,10 +133,12 @@ def _spill(line: bytearray) -> tuple[bytearray, list[str]] | None:
 # The supervisor every stdio upstream runs under on Linux (a subreaper of the server's tree, told by the
 # kernel when the gateway dies): coffer/upstreams/reaper.py, run by path with the standard library only.
 REAPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
+Confine = Callable[[list[str]], list[str]]  # the program's argv -> what runs it confined
 
 
-def _dies_with_us(argv: list[str], cwd: str | None, env: dict[str, str]) -> list[str]:
+def _dies_with_us(argv: list[str], cwd: str | None, env: dict[str, str], confine: Confine | None = None) -> list[str]:
     """`argv` behind the supervisor (coffer.upstreams.reaper) on Linux (its argv goes into `env`); as it is elsewhere.
+    `confine`: what the supervisor runs instead of the program itself (coffer.upstreams.sandbox.wrap).
 
     Raises FileNotFoundError or PermissionError, as spawning the program directly would, since
     the supervisor itself always starts.
@@ -147,7 +149,8 @@ def _dies_with_us(argv: list[str], cwd: str | None, env: dict[str, str]) -> list
     mode = os.stat(program).st_mode  # FileNotFoundError, as Popen would raise
     if stat.S_ISDIR(mode) or not os.access(program, os.X_OK):
         raise PermissionError(13, "Permission denied", program)
-    env[REAPER_ARGV_ENV] = json.dumps([program, *argv[1:]])
+    full = [program, *argv[1:]]
+    env[REAPER_ARGV_ENV] = json.dumps(confine(full) if confine is not None else full)
     return [sys.executable, "-I", "-S", REAPER, str(os.getpid())]
 
 
@@ -188,6 +191,7 @@ async def stdio_pipe(
     pids: set[int] | None = None,
     spill_calls: bool = False,
     lane: Lane | None = None,
+    confine: Confine | None = None,
 ) -> AsyncIterator[tuple[ObjectReceiveStream[SessionMessage | Exception], MemoryObjectSendStream[SessionMessage]]]:
     """Spawn `argv` in a new session and yield the (read, write) streams a `ClientSession` takes.
 
@@ -196,12 +200,13 @@ async def stdio_pipe(
     strings of tools/call results are decoded into files (coffer.results.spill), for a gateway that
     claims them (coffer.gateway.bigresults) before anything else sees the result. `lane`: opened on
     this pipe, it takes the answers to its own requests out of what the session reads
-    (coffer.upstreams.direct).
+    (coffer.upstreams.direct). `confine`: the program runs confined (coffer.upstreams.sandbox), under
+    the supervisor.
     """
     calls: set[types.RequestId] | None = set() if spill_calls else None
     env = dict(env)
     process = await anyio.open_process(
-        _dies_with_us(argv, cwd, env),
+        _dies_with_us(argv, cwd, env, confine),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

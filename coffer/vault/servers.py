@@ -15,9 +15,15 @@ from coffer.vault.names import NAME_RE, RESERVED_NAMES
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TIMEOUT_S = 60.0
 SHARE_MODES = ("auto", "shared", "session")  # coffer.gateway.sessions
+SANDBOX_MODES = ("auto", "off")  # or a table: coffer.upstreams.sandbox
+SANDBOX_KEYS = ("network", "read", "write")
+HOST_RE = re.compile(
+    r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$"
+)
 SERVER_KEYS = {
     *("command", "args", "env", "cwd", "url", "headers", "enabled", "disabled_tools", "timeout", "prefix", "oauth"),
     "share",
+    "sandbox",
     "max_result_tokens",
 }
 
@@ -40,6 +46,8 @@ class ServerConfig:
     oauth: bool = False  # an HTTP server that authorises with OAuth (tokens in the secret store, `coffer auth`)
     share: str = "auto"  # under the engine: one process for all sessions or one each (coffer.gateway.sessions)
     max_result_tokens: int | None = None  # its results' cap, below [settings] result_max_tokens (bigresults)
+    # what a stdio server may read, write and reach: "auto", "off" or {network, read, write} (upstreams.sandbox)
+    sandbox: str | dict[str, Any] = "auto"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -75,6 +83,8 @@ class ServerConfig:
             out["share"] = self.share
         if self.max_result_tokens is not None:
             out["max_result_tokens"] = self.max_result_tokens
+        if self.sandbox != "auto":
+            out["sandbox"] = self.sandbox
         if self.url:
             out["url"] = mask_url(self.url) if mask else self.url
             out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
@@ -123,6 +133,7 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
     share = want("share", str, "auto")
     if share not in SHARE_MODES:
         raise RegistryError(f"{where}: servers.{name}.share must be one of {', '.join(SHARE_MODES)}, not '{share}'")
+    sandbox = sandbox_from(raw.get("sandbox", "auto"), f"{where}: servers.{name}.sandbox")
     if prefix is not None and ((prefix and not NAME_RE.match(prefix)) or prefix in RESERVED_NAMES):
         raise RegistryError(f"{where}: servers.{name}.prefix '{prefix}' is invalid (use '' or a name like a server's)")
     return ServerConfig(
@@ -140,6 +151,7 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         oauth=oauth,
         share=share,
         max_result_tokens=cap,
+        sandbox=sandbox,
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
 
@@ -172,7 +184,75 @@ def server_table(cfg: ServerConfig) -> Any:
         table.add("share", cfg.share)
     if cfg.max_result_tokens is not None:
         table.add("max_result_tokens", cfg.max_result_tokens)
+    if cfg.sandbox == "off":
+        table.add("sandbox", "off")
+    elif isinstance(cfg.sandbox, dict):
+        sandbox = tomlkit.inline_table()
+        sandbox.update({k: cfg.sandbox[k] for k in SANDBOX_KEYS if k in cfg.sandbox})
+        table.add("sandbox", sandbox)
     return table
+
+
+def sandbox_option(
+    mode: str | None, read: list[str] | None, write: list[str] | None, hosts: list[str] | None
+) -> str | dict[str, Any]:
+    """`coffer add --sandbox auto|off|none --allow-read/--allow-write/--allow-host` as a `sandbox` value."""
+    from pathlib import Path
+
+    if mode not in (None, "auto", "off", "none"):
+        raise UsageError(f"invalid --sandbox '{mode}': expected auto, off or none")
+    if mode == "off" and (read or write or hosts):
+        raise UsageError(
+            "--sandbox off runs the server unconfined: --allow-read/--allow-write/--allow-host do not apply"
+        )
+    if mode == "none" and hosts:
+        raise UsageError("--sandbox none cuts the network off: it cannot be combined with --allow-host")
+    if mode == "off":
+        return "off"
+    for host in hosts or ():
+        if not HOST_RE.match(host):
+            raise UsageError(f"invalid --allow-host '{host}': expected a host name (api.github.com, *.github.com)")
+    table: dict[str, Any] = {}
+    if mode == "none":
+        table["network"] = "none"
+    if hosts:
+        table["network"] = list(hosts)
+    if read:
+        table["read"] = [str(Path(p).expanduser().resolve()) for p in read]
+    if write:
+        table["write"] = [str(Path(p).expanduser().resolve()) for p in write]
+    return sandbox_from(table, "--allow-host") if table else "auto"
+
+
+def sandbox_from(value: Any, where: str) -> str | dict[str, Any]:
+    """A server's `sandbox` value checked: "auto", "off", or a table of network, read and write."""
+    if isinstance(value, str):
+        if value not in SANDBOX_MODES:
+            raise RegistryError(f'{where} must be "auto", "off" or a table, not {value!r}')
+        return value
+    if not isinstance(value, dict):
+        raise RegistryError(f'{where} must be "auto", "off" or a table')
+    unknown = sorted(set(value) - set(SANDBOX_KEYS))
+    if unknown:
+        raise RegistryError(f"{where} has unknown keys: {', '.join(unknown)} (expected network, read, write)")
+    out: dict[str, Any] = {}
+    network = value.get("network", "all")
+    if isinstance(network, str):
+        if network not in ("all", "none"):
+            raise RegistryError(f'{where}.network must be "all", "none" or a list of host names, not {network!r}')
+    elif isinstance(network, list) and network and all(isinstance(h, str) and HOST_RE.match(h) for h in network):
+        network = [h.lower() for h in network]
+    else:
+        raise RegistryError(f'{where}.network must be "all", "none" or a list of host names')
+    if network != "all":
+        out["network"] = network
+    for key in ("read", "write"):
+        paths = value.get(key, [])
+        if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+            raise RegistryError(f"{where}.{key} must be a list of paths")
+        if paths:
+            out[key] = list(paths)
+    return out
 
 
 def inline(values: Mapping[str, str]) -> Any:

@@ -2,7 +2,7 @@
 one session's stays that session's (its sampling requests, its profile), while list changes reach all.
 
 Real processes throughout: SDK client sessions over stdio to the front, the engine it starts, fixture
-upstreams that record their pid (`start:PID` in an events file). Each test's vault has its own engine
+upstreams that record their pid (`start:PID@STARTTIME` in an events file). Each test's vault has its own engine
 (the socket name is derived from the vault), stopped at the end of the test.
 """
 
@@ -24,7 +24,17 @@ from typer.testing import CliRunner
 from coffer.engine import control, place
 from coffer.vault import catalogue
 from tests.conftest import run_cli
-from tests.fixtures.gateway_harness import Served, add_fixture, alive, descendants, read_events, serve, text, wait_for
+from tests.fixtures.gateway_harness import (
+    Served,
+    add_fixture,
+    alive,
+    descendants,
+    host_pid,
+    read_events,
+    serve,
+    text,
+    wait_for,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -154,7 +164,8 @@ async def test_the_engine_exits_when_idle_and_its_upstreams_with_it(
         await served[0].call("alpha__echo", {"text": "x"})
         engine = engine_pid()
         assert engine is not None
-        upstream = int(starts(events)[0].split(":")[1])
+        upstream = host_pid(starts(events)[0].split(":", 1)[1])
+        assert upstream
     await wait_for(lambda: not alive(engine), timeout=15, what="the idle engine to exit")
     await wait_for(lambda: not alive(upstream), timeout=10, what="its upstream to be gone")
     assert not place.socket_path().exists()

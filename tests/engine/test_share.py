@@ -24,7 +24,7 @@ from coffer.engine import control, place
 from coffer.gateway import sessions
 from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
-from tests.fixtures.gateway_harness import add_fixture, alive, read_events, serve, text, wait_for
+from tests.fixtures.gateway_harness import add_fixture, alive, host_pid, read_events, serve, text, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -72,7 +72,8 @@ async def test_a_per_session_server_runs_once_per_session_and_stops_with_it(coff
         assert {u["share"] for u in rows} == {"session"} and len(rows) == 2
         assert {u["session"] for u in rows} == {s["pid"] for s in state["sessions"]}
         assert all('share = "session"' in u["why"] for u in rows)
-        first = int(text(await one.call("browser__pid")))
+        first = host_pid(text(await one.call("browser__pid")))
+        assert first
         await stack.aclose()
     await wait_for(lambda: not alive(first), timeout=10, what="a session's own server to stop with it")
 
@@ -100,10 +101,11 @@ async def test_a_per_session_server_starts_at_its_sessions_first_call_not_before
         rows = [u for u in state["upstreams"] if u["name"] == "browser"]
         assert len(rows) == 3 and {u["state"] for u in rows} == {"idle"} and not any(u["pids"] for u in rows)
         pid = text(await sessions[1].call("browser__pid"))
-        assert len(events_of(browser, "start")) == 2 and alive(int(pid))
+        hpid = host_pid(pid)
+        assert len(events_of(browser, "start")) == 2 and alive(hpid)
         assert text(await sessions[1].call("browser__pid")) == pid  # its own, kept for the session
         await stack.aclose()
-    await wait_for(lambda: not alive(int(pid)), timeout=10, what="the session's server to stop with it")
+    await wait_for(lambda: not alive(hpid), timeout=10, what="the session's server to stop with it")
 
 
 async def test_a_server_asking_for_roots_outside_a_call_gets_one_process_per_session(
@@ -129,8 +131,10 @@ async def test_a_server_asking_for_roots_outside_a_call_gets_one_process_per_ses
         assert {uri: got[uri] for uri in own} == own  # each fs asked the one session it serves
         learner = events_of(events, "start")[0]  # the shared process it was seen asking from
         assert own["file:///one"] == learner != own["file:///two"]  # kept by the session using it
+        shared = host_pid(learner)
+        assert alive(shared)
         await stack.aclose()
-    await wait_for(lambda: not alive(int(learner)), timeout=10, what="the shared process to stop with its session")
+    await wait_for(lambda: not alive(shared), timeout=10, what="the shared process to stop with its session")
     snap = catalogue.load_snapshot()
     assert snap is not None and sessions.SEEN_ROOTS in snap.servers["fs"].seen  # the next engine knows at once
     shown = await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "show", "fs", "--json"))

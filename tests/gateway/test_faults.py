@@ -130,7 +130,7 @@ async def healthy(session: ClientSession, tag: str = "ping") -> None:
 
 
 def events(home: Path) -> list[str]:
-    path = home / "events.txt"
+    path = home.parent / "events.txt"
     return path.read_text().splitlines() if path.exists() else []
 
 
@@ -168,17 +168,27 @@ def processes(needle: bytes, environ: bytes = b"") -> list[int]:
     return out
 
 
-def fixture_processes(home: Path) -> list[int]:
-    return processes(str(home / "events.txt").encode())  # the fixture servers of this vault
+def fixture_processes(home: Path, servers_only: bool = False) -> list[int]:
+    """The processes of this vault's fixture servers: with `servers_only`, not the sandbox around each
+    (bubblewrap and its init carry the server's argv too: coffer.upstreams.sandbox)."""
+    found = processes(str(home.parent / "events.txt").encode())
+    return [p for p in found if not (servers_only and _program(p).endswith(b"bwrap"))]
+
+
+def _program(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return b""
 
 
 @pytest.fixture(scope="module")
 def vault(tmp_path_factory: pytest.TempPathFactory, serve_mode: str) -> Path:
     home = tmp_path_factory.mktemp(f"faults-{serve_mode}") / "vault"
     # `handmade` is added by hand (or by an agent editing the file), never through `coffer add`.
-    args = [str(FIXTURE), "--name", "handmade", "--events", str(home / "events.txt")]
+    args = [str(FIXTURE), "--name", "handmade", "--events", str(home.parent / "events.txt")]
     hand = tomlkit.dumps({"servers": {"handmade": {"command": sys.executable, "args": args}}})
-    setup_vault(home, SERVERS, home / "events.txt", f'\n{hand}\n[settings]\nnew_tools = "hold"\n')
+    setup_vault(home, SERVERS, home.parent / "events.txt", f'\n{hand}\n[settings]\nnew_tools = "hold"\n')
     return home
 
 
@@ -416,7 +426,7 @@ async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signa
     servers = {"good": ("ok", 30.0), "other": ("ok", 30.0)}
     if sig == signal.SIGKILL:  # no shutdown code runs: only the kernel (PR_SET_PDEATHSIG) can end this one
         servers["stubborn"] = ("stubborn", 30.0)  # ignores stdin EOF and SIGTERM
-    setup_vault(home, servers, home / "events.txt")
+    setup_vault(home, servers, home.parent / "events.txt")
     subreaper(True)
     try:
         with anyio.CancelScope() as scope:
@@ -424,7 +434,7 @@ async def test_gateway_death_leaves_no_orphans(tmp_path: Path, sig: signal.Signa
                 await healthy(session)
                 for server in servers:
                     assert (await call(session, f"{server}__echo", {"text": "up"}))[0]
-                assert len(fixture_processes(home)) == len(servers)
+                assert len(fixture_processes(home, servers_only=True)) == len(servers)
                 (pid,) = processes(b"coffer\0serve", f"COFFER_HOME={home}\0".encode())
 
                 async def sleeper(server: str) -> None:
@@ -463,8 +473,8 @@ async def test_canary_secret_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("COFFER_HOME", str(home))
     monkeypatch.setenv("COFFER_SECRETS_BACKEND", "file")
     outputs: list[str] = []
-    leak = [str(FIXTURE), "--mode", "env_stderr", "--name", "leaky", "--events", str(home / "events.txt")]
-    good = [str(FIXTURE), "--name", "good", "--events", str(home / "events.txt")]
+    leak = [str(FIXTURE), "--mode", "env_stderr", "--name", "leaky", "--events", str(home.parent / "events.txt")]
+    good = [str(FIXTURE), "--name", "good", "--events", str(home.parent / "events.txt")]
     commands = [
         (["secret", "set", "CANARY"], secret),
         (["add", "leaky", "-e", "TOKEN=${secret:CANARY}", "-e", f"LITERAL={literal}", "--", PY, *leak], None),

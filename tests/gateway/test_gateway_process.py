@@ -17,6 +17,7 @@ from tests.fixtures.gateway_harness import (
     add_fixture,
     alive,
     descendants,
+    host_pid,
     read_events,
     serve,
     serve_env,
@@ -35,7 +36,7 @@ async def test_shutdown_leaves_no_process_behind(coffer_home: Path, tmp_path: Pa
         for name in ("kids__pid", "stubborn__pid"):
             assert not (await s.call(name)).is_error
         tree = descendants(s.pid)
-        grandchild = next(int(e.split(":")[1]) for e in read_events(events) if e.startswith("child:"))
+        grandchild = host_pid(next(e.split(":", 1)[1] for e in read_events(events) if e.startswith("child:")))
         assert grandchild in tree and len(tree) >= 3
         if how == "sigterm":
             os.kill(s.pid, signal.SIGTERM)
@@ -186,7 +187,7 @@ async def test_every_process_of_an_upstream_dies_with_the_gateway(coffer_home: P
     async with serve(coffer_home, args=("--standalone",)) as s:
         assert not (await s.call("runaway__pid")).is_error
         await wait_for(lambda: any(e.startswith("escapee:") for e in read_events(events)), 20, "the escapee")
-        escapee = next(int(e.split(":")[1]) for e in read_events(events) if e.startswith("escapee:"))
+        escapee = host_pid(next(e.split(":", 1)[1] for e in read_events(events) if e.startswith("escapee:")))
         assert alive(escapee)
         os.kill(s.pid, signal.SIGKILL if how == "kill-9" else signal.SIGTERM)
         await wait_for(s.exited.is_set, timeout=10, what="coffer serve to exit")

@@ -1,0 +1,160 @@
+"""What confinement costs, and that real servers work under it: each server's policy, its start confined
+and not, one call answered, and a call's round trip confined and not, all in one run.
+
+  python bench/bench_sandbox.py                       # the bundled demo server
+  python bench/bench_engine.py --install-real bench/.real   # once: the catalogue's npm servers
+  python bench/bench_sandbox.py --real bench/.real    # the 16 real servers of shared/data/catalogue
+
+Start = spawn through the supervisor to the answer of `initialize` plus `tools/list` (the best of
+`--starts` runs each way, alternating). A call: one tool each server answers without credentials or a
+network (its answer may be a tool error, e.g. a missing token: it counts as answered, a crash or a
+timeout does not). Round trip: `--calls` calls to the demo server's echo, p50, confined and not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.bench_engine import real_servers
+from coffer.manage.demo import demo_server_path
+from coffer.trust.expand import resolved_env
+from coffer.upstreams import sandbox
+from coffer.upstreams.transport import StreamStats, child_env, stdio_pipe
+from coffer.vault import registry
+
+# A call each real server answers with no account and no network (name -> tool, arguments).
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "demo": ("echo", {"text": "hi"}),
+    "everything": ("echo", {"message": "hi"}),
+    "filesystem": ("list_allowed_directories", {}),
+    "memory": ("read_graph", {}),
+    "sequential-thinking": (
+        "sequentialthinking",
+        {"thought": "one", "nextThoughtNeeded": False, "thoughtNumber": 1, "totalThoughts": 1},
+    ),
+    "time": ("get_current_time", {"timezone": "UTC"}),
+    "git": ("git_status", {}),
+    "sqlite": ("list_tables", {}),
+    "desktop-commander": ("get_config", {}),
+}
+
+
+@asynccontextmanager
+async def session(cfg: registry.ServerConfig, confined: bool) -> AsyncIterator[ClientSession]:
+    env = child_env(resolved_env(cfg))
+    argv = [cfg.command or "", *cfg.args]
+    if argv[0] and "/" not in argv[0]:
+        import shutil
+
+        argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
+    confine = None
+    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as tmp:
+        if confined:
+            env["TMPDIR"] = tmp
+            confine = functools.partial(sandbox.wrap, policy=sandbox.policy_for(cfg), tmp=tmp, cwd=cfg.cwd)
+        stats = StreamStats()
+        async with (
+            stdio_pipe(argv, env, cfg.cwd, stats, lambda: None, confine=confine) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=cfg.timeout) as client,
+        ):
+            yield client
+
+
+async def start_s(cfg: registry.ServerConfig, confined: bool) -> tuple[float, int, str]:
+    """Seconds to initialize and list; the tool count; what one call answered."""
+    t0 = time.perf_counter()
+    async with session(cfg, confined) as client:
+        await client.initialize()
+        tools = (await client.list_tools()).tools
+        elapsed = time.perf_counter() - t0
+        answer = "-"
+        name, args = CALLS.get(cfg.name, (tools[0].name if tools else "", {}))
+        if name:
+            result = await client.call_tool(name, args)
+            text = "".join(getattr(c, "text", "") for c in result.content)[:50].replace("\n", " ")
+            answer = ("error: " if result.is_error else "ok: ") + text
+    return elapsed, len(tools), answer
+
+
+async def round_trip_ms(cfg: registry.ServerConfig, confined: bool, calls: int) -> float:
+    async with session(cfg, confined) as client:
+        await client.initialize()
+        for _ in range(20):
+            await client.call_tool("echo", {"text": "warm"})
+        times = []
+        for _ in range(calls):
+            t0 = time.perf_counter()
+            await client.call_tool("echo", {"text": "x"})
+            times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+async def main_async(servers: list[registry.ServerConfig], starts: int, calls: int) -> None:
+    found = sandbox.support()
+    print(f"confinement: {found.bwrap or found.problem}; Landlock ABI {found.landlock_abi}")
+    rows = []
+    for cfg in servers:
+        policy = sandbox.policy_for(cfg)
+        best: dict[bool, float] = {}
+        tools, answer = 0, ""
+        try:
+            for _ in range(starts):
+                for confined in (False, True):
+                    s, tools, got = await start_s(cfg, confined)
+                    best[confined] = min(best.get(confined, s), s)
+                    answer = got if confined else answer
+        except Exception as exc:  # a server that fails is a row, not the end of the bench
+            answer = f"FAILED: {type(exc).__name__}: {str(exc)[:60]}"
+        plain, boxed = best.get(False), best.get(True)
+        extra = f"{(boxed - plain) * 1000:+.0f} ms" if plain is not None and boxed is not None else "-"
+        rows.append((cfg.name, policy.describe(), plain, boxed, extra, tools, answer))
+    print(f"{'server':20} {'unconfined':>10} {'confined':>9} {'extra':>8} {'tools':>5}  policy / a call confined")
+    for name, policy_text, plain, boxed, extra, tools, answer in rows:
+        p = f"{plain:.3f}s" if plain is not None else "-"
+        b = f"{boxed:.3f}s" if boxed is not None else "-"
+        print(f"{name:20} {p:>10} {b:>9} {extra:>8} {tools:>5}  {policy_text}")
+        print(f"{'':20} {'':>10} {'':>9} {'':>8} {'':>5}  {answer}")
+    extras = [(r[3] - r[2]) * 1000 for r in rows if r[2] is not None and r[3] is not None]
+    if extras:
+        print(f"extra start time confined: median {statistics.median(extras):+.1f} ms, max {max(extras):+.1f} ms")
+    demo = _demo()
+    plain_ms = await round_trip_ms(demo, False, calls)
+    boxed_ms = await round_trip_ms(demo, True, calls)
+    print(f"echo round trip p50 over {calls} calls: unconfined {plain_ms:.3f} ms, confined {boxed_ms:.3f} ms")
+
+
+def _demo() -> registry.ServerConfig:
+    return registry.ServerConfig(name="demo", command=sys.executable, args=[str(demo_server_path())])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--real", type=Path, default=None, help="the npm prefix of the real servers")
+    parser.add_argument("--starts", type=int, default=3)
+    parser.add_argument("--calls", type=int, default=300)
+    args = parser.parse_args()
+    if not sandbox.support().available:
+        raise SystemExit(f"no confinement here: {sandbox.support().problem}")
+    with tempfile.TemporaryDirectory(prefix="coffer-bench-work-") as work:
+        servers = [_demo()]
+        if args.real is not None:
+            servers += real_servers(args.real.resolve(), Path(work))
+        anyio.run(main_async, servers, args.starts, args.calls)
+
+
+if __name__ == "__main__":
+    main()
