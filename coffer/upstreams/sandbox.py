@@ -75,6 +75,7 @@ NEVER_READABLE = (
 # Writable for every confined upstream: where npx, uvx, pip, pnpm, bun and browsers keep what they fetch.
 CACHES = (".npm", ".cache", ".local/share/uv", ".local/share/pnpm", ".bun")
 log = logging.getLogger("coffer.sandbox")
+BWRAP_ENV = "COFFER_BWRAP"  # the bubblewrap to use, where `bwrap` on PATH is not the one
 NETGATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netgate.py")
 WHY_DEFAULT = "the default policy: read all but secrets, write caches and its own temp, network on"
 
@@ -237,7 +238,7 @@ def support() -> Support:
     userns = _int_file("/proc/sys/user/max_user_namespaces") != 0
     if not sys.platform.startswith("linux"):
         return Support(None, None, False, f"confinement is implemented for Linux only (this is {sys.platform})")
-    bwrap = shutil.which("bwrap")
+    bwrap = shutil.which(os.environ.get(BWRAP_ENV) or "bwrap")
     if bwrap is None:
         return Support(None, abi, userns, "bubblewrap (bwrap) is not installed: apt install bubblewrap")
     probe = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "--die-with-parent", "true"]

@@ -1,0 +1,96 @@
+"""Confinement as a user meets it: `coffer add`'s flags, what `show` and `doctor` say, a denied write named
+in the server's error with how to grant it, and a machine with nothing to confine with."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coffer.upstreams import sandbox
+from tests.conftest import run_cli
+
+needs_bwrap = pytest.mark.skipif(not sandbox.support().available, reason="no bubblewrap here")
+
+
+def test_add_flags_are_written_and_shown(cli: CliRunner, coffer_home: Path, tmp_path: Path) -> None:
+    run_cli(cli, "add", "gh", "--no-probe", "--allow-host", "api.github.com", "--", "npx", "-y", "gh-mcp")
+    run_cli(cli, "add", "off", "--no-probe", "--sandbox", "off", "--", "old-mcp")
+    run_cli(cli, "add", "quiet", "--no-probe", "--sandbox", "none", "--allow-write", str(tmp_path), "--", "q")
+    text = (coffer_home / "coffer.toml").read_text()
+    assert 'sandbox = {network = ["api.github.com"]}' in text and 'sandbox = "off"' in text
+    assert f'sandbox = {{network = "none", write = ["{tmp_path}"]}}' in text
+    shown = json.loads(run_cli(cli, "show", "gh", "--json").stdout)["server"]  # type: ignore[attr-defined]
+    assert shown["sandbox"] == {"network": ["api.github.com"]}
+    assert shown["confinement"]["policy"] == "network only api.github.com"
+    assert "UNCONFINED" not in run_cli(cli, "show", "quiet").stdout  # type: ignore[attr-defined]
+    off = run_cli(cli, "show", "off").stdout  # type: ignore[attr-defined]
+    assert "runs with the user's full authority" in off
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--sandbox", "sometimes"], "invalid --sandbox 'sometimes'"),
+        (["--sandbox", "off", "--allow-read", "/etc"], "--sandbox off runs the server unconfined"),
+        (["--sandbox", "none", "--allow-host", "a.com"], "cannot be combined with --allow-host"),
+        (["--allow-host", "not a host"], "invalid --allow-host 'not a host'"),
+    ],
+)
+def test_bad_sandbox_flags_are_one_line_and_write_nothing(
+    cli: CliRunner, coffer_home: Path, flags: list[str], message: str
+) -> None:
+    result = run_cli(cli, "add", "x", "--no-probe", *flags, "--", "x", code=2)
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1  # type: ignore[attr-defined]
+    assert not (coffer_home / "coffer.toml").exists()
+
+
+def test_a_url_server_takes_no_sandbox(cli: CliRunner, coffer_home: Path) -> None:
+    result = run_cli(cli, "add", "u", "--url", "https://x.example/mcp", "--sandbox", "none", code=2)
+    assert "apply to servers Coffer launches" in result.stderr  # type: ignore[attr-defined]
+
+
+@needs_bwrap
+def test_a_denied_write_is_named_with_how_to_grant_it(
+    cli: CliRunner, coffer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "user"
+    home.mkdir()
+    (home / ".bashrc").write_text("# profile\n")
+    monkeypatch.setenv("HOME", str(home))
+    code = "import os; open(os.path.expanduser('~/.bashrc'), 'a').write('x')"
+    run_cli(cli, "add", "writer", "--no-probe", "--", sys.executable, "-c", code)
+    report = json.loads(run_cli(cli, "doctor", "--json", code=1).stdout)  # type: ignore[attr-defined]
+    (writer,) = report["servers"]
+    assert "Read-only file system" in writer["error"] and str(home / ".bashrc") in writer["error"]
+    assert "grant a path with `coffer add --allow-read/--allow-write`" in writer["error"]
+    assert writer["sandbox"] == "confined" and report["confinement"]["available"] is True
+    assert (home / ".bashrc").read_text() == "# profile\n"
+
+
+def test_with_nothing_to_confine_with_a_server_runs_and_says_so_or_is_refused(
+    coffer_home: Path, tmp_path: Path
+) -> None:
+    """COFFER_BWRAP names a bubblewrap that is not there: the server runs unconfined and `doctor` and the
+    log say so; with `[settings] sandbox_required = true` it is not started."""
+    import os
+
+    env = dict(os.environ, COFFER_HOME=str(coffer_home), COFFER_BWRAP=str(tmp_path / "no-bwrap"))
+    coffer = [sys.executable, "-m", "coffer"]
+    demo = str(Path(__file__).resolve().parents[2] / "coffer" / "examples" / "demo_server.py")
+    subprocess.run([*coffer, "add", "demo", "--", sys.executable, demo], env=env, check=True, capture_output=True)
+    done = subprocess.run([*coffer, "doctor", "--json"], env=env, capture_output=True, text=True, timeout=120)
+    report = json.loads(done.stdout)
+    (demo_row,) = report["servers"]
+    assert demo_row["status"] == "ok" and demo_row["sandbox"] == "UNCONFINED"
+    assert "bubblewrap (bwrap) is not installed" in report["confinement"]["problem"]
+    call = subprocess.run([*coffer, "call", "demo__echo", '{"text": "hi"}'], env=env, capture_output=True, text=True)
+    assert "hi" in call.stdout and "runs unconfined" in call.stderr
+    with open(coffer_home / "coffer.toml", "a") as fh:
+        fh.write("\n[settings]\nsandbox_required = true\n")
+    call = subprocess.run([*coffer, "call", "demo__echo", '{"text": "hi"}'], env=env, capture_output=True, text=True)
+    assert call.returncode != 0 and "sandbox_required is set" in call.stderr
