@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import ClientSession
+from mcp import ClientSession, MCPError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -83,24 +83,35 @@ async def start_s(cfg: registry.ServerConfig, confined: bool) -> tuple[float, in
         elapsed = time.perf_counter() - t0
         answer = "-"
         name, args = CALLS.get(cfg.name, (tools[0].name if tools else "", {}))
+        if cfg.name == "git":
+            args = {"repo_path": cfg.args[-1]}
         if name:
-            result = await client.call_tool(name, args)
+            try:
+                result = await client.call_tool(name, args)
+            except MCPError as exc:  # answered, with a JSON-RPC error (arguments it will not take)
+                return elapsed, len(tools), f"JSON-RPC error: {exc.message[:50]}"
             text = "".join(getattr(c, "text", "") for c in result.content)[:50].replace("\n", " ")
             answer = ("error: " if result.is_error else "ok: ") + text
     return elapsed, len(tools), answer
 
 
-async def round_trip_ms(cfg: registry.ServerConfig, confined: bool, calls: int) -> float:
-    async with session(cfg, confined) as client:
-        await client.initialize()
-        for _ in range(20):
-            await client.call_tool("echo", {"text": "warm"})
-        times = []
-        for _ in range(calls):
-            t0 = time.perf_counter()
-            await client.call_tool("echo", {"text": "x"})
-            times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
+async def round_trip_ms(cfg: registry.ServerConfig, calls: int, rounds: int = 5) -> dict[bool, float]:
+    """p50 of a call's round trip, confined and not: both sessions open at once, measured in alternating
+    rounds so that a slow spell of the machine falls on both."""
+    times: dict[bool, list[float]] = {False: [], True: []}
+    async with session(cfg, False) as plain, session(cfg, True) as boxed:
+        clients = {False: plain, True: boxed}
+        for client in clients.values():
+            await client.initialize()
+            for _ in range(20):
+                await client.call_tool("echo", {"text": "warm"})
+        for _ in range(rounds):
+            for confined, client in clients.items():
+                for _ in range(calls // rounds):
+                    t0 = time.perf_counter()
+                    await client.call_tool("echo", {"text": "x"})
+                    times[confined].append((time.perf_counter() - t0) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 async def main_async(servers: list[registry.ServerConfig], starts: int, calls: int) -> None:
@@ -131,10 +142,29 @@ async def main_async(servers: list[registry.ServerConfig], starts: int, calls: i
     extras = [(r[3] - r[2]) * 1000 for r in rows if r[2] is not None and r[3] is not None]
     if extras:
         print(f"extra start time confined: median {statistics.median(extras):+.1f} ms, max {max(extras):+.1f} ms")
-    demo = _demo()
-    plain_ms = await round_trip_ms(demo, False, calls)
-    boxed_ms = await round_trip_ms(demo, True, calls)
-    print(f"echo round trip p50 over {calls} calls: unconfined {plain_ms:.3f} ms, confined {boxed_ms:.3f} ms")
+    plain_s, boxed_s = bare_start_s()
+    print(
+        f"the sandbox alone (/bin/true, 40 runs each, median): unconfined {plain_s * 1000:.1f} ms, "
+        f"confined {boxed_s * 1000:.1f} ms, +{(boxed_s - plain_s) * 1000:.1f} ms"
+    )
+    p50 = await round_trip_ms(_demo(), calls)
+    print(f"echo round trip p50 over {calls} calls each: unconfined {p50[False]:.3f} ms, confined {p50[True]:.3f} ms")
+
+
+def bare_start_s(runs: int = 40) -> tuple[float, float]:
+    """What confinement itself adds to a start, without a server's own start to hide it: `/bin/true`
+    run directly and under the same bubblewrap line a server gets, alternating."""
+    import subprocess
+
+    times: dict[bool, list[float]] = {False: [], True: []}
+    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as tmp:
+        line = sandbox.wrap(["/bin/true"], sandbox.Policy(), tmp, None)
+        for _ in range(runs):
+            for confined, argv in ((False, ["/bin/true"]), (True, line)):
+                t0 = time.perf_counter()
+                subprocess.run(argv, check=True)
+                times[confined].append(time.perf_counter() - t0)
+    return statistics.median(times[False]), statistics.median(times[True])
 
 
 def _demo() -> registry.ServerConfig:

@@ -98,7 +98,7 @@ class Policy:
         net = self.network if isinstance(self.network, str) else "only " + ", ".join(self.network)
         parts = [f"network {net}"]
         if self.write or self.named:
-            parts.append("writes " + ", ".join((*self.write, *self.named)))
+            parts.append("writes " + ", ".join(dict.fromkeys((*self.write, *self.named))))
         if self.read:
             parts.append("also reads " + ", ".join(self.read))
         return "; ".join(parts)
