@@ -35,6 +35,8 @@ def status(
     if state is None:
         render.say("no engine is running for this vault (`coffer serve` starts one)")
         return
+    if state.get("registry_error"):
+        render.warn(f"{state['registry_error']}: the engine serves the last good registry until it parses")
     engine = state["engine"]
     up_for = time.time() - float(engine["started"])
     render.kv(

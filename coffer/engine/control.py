@@ -39,6 +39,16 @@ def read_answer(sock: socket.socket) -> dict[str, Any] | None:
     return answer if isinstance(answer, dict) else None
 
 
+def running() -> bool:
+    """Whether an engine answers on this vault's socket (without asking it anything)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect(str(place.socket_path()))
+        except OSError:
+            return False
+    return True
+
+
 def status() -> dict[str, Any] | None:
     """The engine's pid, sessions and upstreams (pids, share mode, memory); None when none runs."""
     return _ask({"coffer": "status"}, reply=True)

@@ -195,6 +195,7 @@ class Engine:
         return {
             "version": 1,
             "engine": {"pid": os.getpid(), "started": self.started, "pss_kib": pss_kib(os.getpid())},
+            "registry_error": self.gateway.view.registry_error,
             "sessions": [
                 {"pid": s.pid, "profile": s.profile, "since": s.since, "http_port": s.port}
                 for s in self.sessions.values()

@@ -35,6 +35,7 @@ def in_process(standalone: bool = False) -> bool:
 def serve(http_port: int | None, profile: str | None, auth: bool = True, standalone: bool = False) -> NoReturn:
     """Serve until the host goes or a signal arrives, then exit the process: through the engine, or
     in-process. Raises CofferError before anything starts (a port in use, no engine)."""
+    _check_registry(in_process(standalone))
     if in_process(standalone):
         run_in_process(http_port, profile, auth)
     from coffer.engine import front
@@ -44,6 +45,23 @@ def serve(http_port: int | None, profile: str | None, auth: bool = True, standal
     for sig in (signal.SIGTERM, signal.SIGHUP):  # its port closes; the engine stays for its other sessions
         signal.signal(sig, lambda *_: os._exit(0))
     front.run_http(http_port, profile, auth)
+
+
+def _check_registry(alone: bool) -> None:
+    """A coffer.toml that does not parse is never served as an empty vault: with no engine to keep the
+    last good one (or in-process), the start fails with the parse error; a running engine keeps serving
+    its last good registry, and this session is told so on stderr."""
+    from coffer.errors import RegistryError
+    from coffer.vault import registry
+
+    try:
+        registry.load()
+    except RegistryError as exc:
+        from coffer.engine import control
+
+        if alone or not control.running():
+            raise RegistryError(f"{exc} (nothing is served until it parses)") from None
+        sys.stderr.write(f"coffer: {exc}: the running engine serves the last good registry until it parses\n")
 
 
 def setup_logging() -> None:

@@ -52,6 +52,7 @@ from coffer.vault import catalogue
 from coffer.vault.registry import Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
+VAULT_POLL_S = 0.5  # how often an idle gateway looks for vault edits (a stat and one SQLite pragma)
 
 INSTRUCTIONS = (
     "Coffer serves the tools of several MCP servers as <server>__<tool>. When you are not sure which "
@@ -113,6 +114,7 @@ class Gateway:
             with Pins.open(new_tools="allow") as self.view.pins:  # the registry's setting applies in View._sync()
                 self.view.load_snapshot()
                 self.listings.start()
+                self.pool.spawn(self._watch_vault)
                 if otlp.wanted():
                     self.telemetry = otlp.start()
                     if self.telemetry is not None:
@@ -124,6 +126,16 @@ class Gateway:
                     if self.telemetry is not None:
                         with anyio.CancelScope(shield=True):
                             await anyio.to_thread.run_sync(self.telemetry.shutdown)
+
+    async def _watch_vault(self) -> None:
+        """A vault edit (remove, disable, a hand edit, an approval) reaches the running upstreams at once,
+        not at the next request: the registry file and the trust tables are looked at twice a second."""
+        while True:
+            await anyio.sleep(VAULT_POLL_S)
+            try:
+                self.view.current_registry()
+            except Exception as exc:  # the watcher must outlive any one bad read
+                log.warning("could not re-read the vault: %s", exc)
 
     @property
     def registry(self) -> Registry:

@@ -35,6 +35,8 @@ class View:
         self.on_sync = on_sync
         self.registry_path = paths.registry_path()  # resolved once: it is stat'ed on every request
         self.registry = registry.Registry(path=self.registry_path)
+        self.registry_loaded = False  # a good registry was read: a broken file later keeps serving it
+        self.registry_error: str | None = None  # why the file on disk is not the one served (it does not parse)
         self.pins: Pins | None = None  # trust: unapproved launch configs, held tools (set while running)
         self.lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.live: set[str] = set()  # servers listed live by this gateway (the rest come from the snapshot)
@@ -80,8 +82,12 @@ class View:
             try:
                 self.registry = registry.load(path)
             except RegistryError as exc:
+                self.registry_error = str(exc)
+                if not self.registry_loaded:  # no last good one: never serve an empty vault as the real one
+                    raise
                 log.error("keeping the last good registry: %s", exc)
                 return self.registry
+            self.registry_loaded, self.registry_error = True, None
             self.version += 1
             self._sync()
         elif self.pins is not None and self.pins.stamp() != self._pins_stamp:  # e.g. `coffer approve`

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters, stdio_client
 
@@ -21,6 +22,7 @@ from tests.fixtures.gateway_harness import (
     read_events,
     serve,
     serve_env,
+    text,
     wait_for,
 )
 
@@ -192,3 +194,63 @@ async def test_every_process_of_an_upstream_dies_with_the_gateway(coffer_home: P
         os.kill(s.pid, signal.SIGKILL if how == "kill-9" else signal.SIGTERM)
         await wait_for(s.exited.is_set, timeout=10, what="coffer serve to exit")
         await wait_for(lambda: not alive(escapee), timeout=10, what="the setsid escapee to be gone")
+
+
+async def test_a_vault_edit_reaches_running_upstreams_at_once(coffer_home: Path, tmp_path: Path) -> None:
+    """`coffer remove` and `coffer disable` stop what they affect while the gateway idles, not at its next
+    request (a removed server kept running, 'ready' in `coffer status`, for minutes)."""
+    from typer.testing import CliRunner
+
+    from tests.conftest import run_cli
+
+    add_fixture(coffer_home, "alpha", events=tmp_path / "alpha")
+    add_fixture(coffer_home, "beta", events=tmp_path / "beta")
+    async with serve(coffer_home) as s:
+        alpha = host_pid(text(await s.call("alpha__pid")))
+        beta = host_pid(text(await s.call("beta__pid")))
+        assert alive(alpha) and alive(beta)
+        await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "remove", "alpha"))
+        await wait_for(lambda: not alive(alpha), timeout=5, what="the removed server to stop")
+        await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "disable", "beta"))
+        await wait_for(lambda: not alive(beta), timeout=5, what="the disabled server to stop")
+
+
+async def test_a_registry_that_does_not_parse_is_never_served_as_an_empty_vault(
+    coffer_home: Path, tmp_path: Path, serve_mode: str
+) -> None:
+    """No last good registry to keep (no engine running, or in-process): `coffer serve` fails with the
+    parse error and a non-zero exit. Through a running engine: it serves its last good registry, the new
+    session is told so on stderr, and `coffer status` says so."""
+    import subprocess
+
+    from coffer.engine import control
+
+    add_fixture(coffer_home, "alpha")
+    good = (coffer_home / "coffer.toml").read_text()
+    (coffer_home / "coffer.toml").write_text(good + "\n[servers.broken\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "coffer", "serve"],
+        env=serve_env(coffer_home),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 5 and "coffer.toml" in done.stderr and "nothing is served" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    if serve_mode == "in-process":
+        return
+    (coffer_home / "coffer.toml").write_text(good)
+    async with serve(coffer_home) as s:
+        assert "alpha__echo" in await s.tool_names()
+        (coffer_home / "coffer.toml").write_text(good + "\n[servers.broken\n")
+        await wait_for(lambda: (control.status() or {}).get("registry_error") is not None, what="status to say")
+        assert text(await s.call("alpha__echo", {"text": "still"})) == "still"  # the last good registry
+        again = subprocess.run(
+            [sys.executable, "-m", "coffer", "serve"],
+            env=serve_env(coffer_home),
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "the running engine serves the last good registry" in again.stderr
