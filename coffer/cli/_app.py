@@ -35,6 +35,7 @@ app = typer.Typer(
     name="coffer",
     help="A local vault of MCP servers, served to every agent as one gateway.",
     no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )

@@ -8,6 +8,7 @@ import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
+from coffer.cli.registry import complete_servers
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 JobsOpt = Annotated[
@@ -20,14 +21,24 @@ def _seconds(value: float | None) -> str:
 
 
 @app.command()
-def doctor(as_json: JsonOpt = False, jobs: JobsOpt = None) -> None:
+def doctor(
+    servers: Annotated[
+        list[str] | None,
+        typer.Argument(help="Only these servers (default: all).", autocompletion=complete_servers),
+    ] = None,
+    as_json: JsonOpt = False,
+    jobs: JobsOpt = None,
+) -> None:
     """Start every enabled server once: start time, tools, name problems, stderr on failure, token cost."""
     from coffer.manage import doctor as doc
     from coffer.vault import registry
 
-    total = len(registry.load().enabled_servers())
+    reg = registry.load()
+    for name in servers or []:
+        reg.get(name)  # an unknown name is one error line, before anything starts
+    total = len([c for c in reg.enabled_servers() if not servers or c.name in servers])
     with render.progress(total, "starting") as advance:
-        report = doc.diagnose(jobs, lambda name, ok, summary: advance(name))
+        report = doc.diagnose(jobs, lambda name, ok, summary: advance(name), only=servers)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, **report.to_dict()})
     else:

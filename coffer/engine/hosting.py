@@ -36,6 +36,8 @@ def serve(http_port: int | None, profile: str | None, auth: bool = True, standal
     """Serve until the host goes or a signal arrives, then exit the process: through the engine, or
     in-process. Raises CofferError before anything starts (a port in use, no engine)."""
     _check_registry(in_process(standalone))
+    if http_port is None and sys.stdin.isatty():  # a person ran it: agents start it with a pipe
+        sys.stderr.write("coffer: serving MCP on stdio: waiting for an MCP client on stdin (Ctrl-C to stop)\n")
     if in_process(standalone):
         run_in_process(http_port, profile, auth)
     from coffer.engine import front

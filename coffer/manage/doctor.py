@@ -4,6 +4,7 @@ each serves, what it costs in tokens and what is wrong with it; writes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -129,8 +130,8 @@ def _sandbox(cfg: ServerConfig) -> tuple[str, str]:
     return "confined", f"confined: {policy.describe()}"
 
 
-def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagnosis:
-    """Start every enabled, approved server once and report on it; writes nothing."""
+def diagnose(limit: int | None = None, on_done: Progress | None = None, only: list[str] | None = None) -> Diagnosis:
+    """Start every enabled, approved server (or those named in `only`) once and report; writes nothing."""
     from coffer.trust.pinning import Pins
 
     reg = registry.load()
@@ -138,7 +139,9 @@ def diagnose(limit: int | None = None, on_done: Progress | None = None) -> Diagn
         snapshot = catalogue.load_snapshot()
     except RegistryError:
         snapshot = None
-    enabled = reg.enabled_servers()
+    enabled = [c for c in reg.enabled_servers() if not only or c.name in only]
+    if only:
+        reg = dataclasses.replace(reg, servers={n: c for n, c in reg.servers.items() if n in only})
     with Pins.open(new_tools="allow") as pins:  # read only: doctor observes nothing
         report = _diagnose(reg, pins, snapshot, enabled, limit, on_done)
     report.confinement = confinement()

@@ -1,0 +1,51 @@
+"""What a newcomer meets at the command line: `coffer doctor NAME` as an add failure suggests, `-h`,
+and a word on stderr when a person runs `coffer serve` in a terminal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tests.conftest import run_cli
+
+
+def test_doctor_takes_the_server_names_an_add_failure_suggests(cli: CliRunner, coffer_home: Path) -> None:
+    """`coffer add` that fails says `coffer doctor NAME`: that command exists and checks only NAME."""
+    demo = str(Path(__file__).resolve().parents[2] / "coffer" / "examples" / "demo_server.py")
+    run_cli(cli, "add", "one", "--no-probe", "--", sys.executable, demo)
+    run_cli(cli, "add", "two", "--no-probe", "--", "no-such-program-3f1a")
+    report = json.loads(run_cli(cli, "doctor", "one", "--json").stdout)  # type: ignore[attr-defined]
+    assert [s["name"] for s in report["servers"]] == ["one"] and report["failed"] == []
+    failed = run_cli(cli, "doctor", "two", "--json", code=1)
+    assert json.loads(failed.stdout)["failed"] == ["two"]  # type: ignore[attr-defined]
+    unknown = run_cli(cli, "doctor", "three", code=3)
+    assert "unknown server 'three'" in unknown.stderr  # type: ignore[attr-defined]
+
+
+def test_short_help_and_a_word_for_a_person_at_a_terminal(coffer_home: Path) -> None:
+    import os
+    import pty
+    import time
+
+    assert "Usage:" in run_cli(CliRunner(), "-h").stdout  # type: ignore[attr-defined]
+    primary, secondary = pty.openpty()
+    env = dict(os.environ, COFFER_HOME=str(coffer_home), COFFER_STANDALONE="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coffer", "serve"],
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        time.sleep(3)
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+        os.close(primary)
+        os.close(secondary)
+    assert b"waiting for an MCP client on stdin" in err
