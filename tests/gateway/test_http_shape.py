@@ -73,6 +73,10 @@ def wire(request: pytest.FixtureRequest, coffer_home: Path) -> Iterator[Wire]:
     )
     assert kind == "application/json" and answer["result"]["protocolVersion"] == "2025-11-25"
     connection.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    # the upstream ready first (answered in whatever shape): a first call that meets it still starting takes
+    # over a second on a busy machine, and is rightly answered as SSE, which is not what the tests look at
+    warm = connection.request("tools/call", {"name": "alpha__echo", "arguments": {"text": "warm"}})[1][-1]
+    assert warm["result"]["content"][0]["text"] == "warm"
     yield connection
     connection.conn.close()
     proc.terminate()
