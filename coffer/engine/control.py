@@ -49,6 +49,13 @@ def running() -> bool:
     return True
 
 
+def hand_env(env: dict[str, str]) -> list[str]:
+    """Hand the engine this session's values of the vault's variables (coffer.engine.daemon.adopt_env);
+    the names it holds with other values. Raises OSError when the engine goes away while answering."""
+    answer = _ask({"coffer": "env", "env": env}, reply=True) or {}
+    return [n for n in answer.get("differs") or [] if isinstance(n, str)]
+
+
 def status() -> dict[str, Any] | None:
     """The engine's pid, sessions and upstreams (pids, share mode, memory); None when none runs."""
     return _ask({"coffer": "status"}, reply=True)

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import struct
@@ -35,7 +36,8 @@ from coffer.gateway.sessions import HostSession
 from coffer.upstreams.reaper import tree
 
 log = logging.getLogger("coffer.engine")
-HEADER_LIMIT = 4096
+HEADER_LIMIT = 65536  # the socket's line limit: a front's hello carries the values of the vault's variables
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FIRST_SESSION_GRACE_S = 10.0  # a new engine waits this long for the front that started it, whatever the idle
 
 
@@ -70,7 +72,10 @@ class Engine:
         try:
             if _peer_uid(sock) != os.getuid():
                 return
-            header = await reader.readline()
+            try:
+                header = await reader.readline()
+            except ValueError:  # a line over the stream's limit
+                return
             if len(header) > HEADER_LIMIT or not header.endswith(b"\n"):
                 return
             try:
@@ -80,6 +85,9 @@ class Engine:
             kind = hello.get("coffer") if isinstance(hello, dict) else None
             if kind == "status":
                 writer.write(json.dumps(self.status()).encode() + b"\n")
+                await writer.drain()
+            elif kind == "env":
+                writer.write(json.dumps({"differs": self.adopt_env(hello.get("env"))}).encode() + b"\n")
                 await writer.drain()
             elif kind == "stop":
                 self.stop.set()
@@ -168,6 +176,25 @@ class Engine:
                     listening.close()  # the port, and a client must not open a session on a server going away
         finally:
             sock.close()
+
+    def adopt_env(self, env: object) -> list[str]:
+        """The rule for `${VAR}`: a variable the engine lacks is taken from the first session that has it
+        (servers that could not start for want of it start again); one it has with another value keeps
+        the engine's, and the names that differ are returned for that session to be told. Values are
+        never logged."""
+        differs, adopted = [], False
+        for name, value in env.items() if isinstance(env, dict) else ():
+            if not isinstance(name, str) or not isinstance(value, str) or not ENV_NAME.match(name):
+                continue
+            held = os.environ.get(name)
+            if held is None and name not in place.STARTUP_ENV:
+                os.environ[name] = value
+                adopted = True
+            elif held != value:
+                differs.append(name)
+        if adopted:
+            self.gateway.pool.retry_failed("missing_secret")
+        return sorted(differs)
 
     def status(self) -> dict[str, Any]:
         """What `coffer status` shows: this process, its sessions, each upstream's process and memory."""

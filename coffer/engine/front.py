@@ -115,6 +115,27 @@ def _last_line(path: Path) -> str:
     return "no error was logged"
 
 
+def handed_env() -> dict[str, str]:
+    """What this session hands the engine: the values it has of the variables the vault's servers
+    reference (`${VAR}` in env and headers) and of those the engine reads at its start (`STARTUP_ENV`).
+    Sent over the 0600 socket to the user's own engine; never logged."""
+    from coffer.errors import CofferError
+    from coffer.vault import registry
+
+    names = set(place.STARTUP_ENV)
+    try:
+        reg = registry.load()
+    except CofferError:
+        reg = None
+    for cfg in reg.servers.values() if reg is not None else ():
+        for value in (*cfg.env.values(), *cfg.headers.values()):
+            names.update(n for n in _REF.findall(value) if not n.startswith("secret:"))
+    return {name: os.environ[name] for name in sorted(names) if name in os.environ}
+
+
+_REF = re.compile(r"\$\{([^}]+)\}")
+
+
 class LineEnds:
     """The lines of a byte stream as it passes, each as its first and last `EDGE` bytes and its size:
     what tells its id, without holding a 50 MB line."""
@@ -165,6 +186,7 @@ class Front:
 
     def __init__(self, profile: str | None) -> None:
         self.header = json.dumps({"coffer": "front", "version": 1, "profile": profile, "pid": os.getpid()})
+        self.env = handed_env()
         self.handshake: list[bytes] = []  # the host's initialize and initialized lines, to replay
         self.init_id: object = None
         self._pending = b""
@@ -172,13 +194,35 @@ class Front:
         # the host's requests passed on and not answered yet (id as JSON -> its chunk was wholly sent)
         self.in_flight: dict[str, bool] = {}
         self._from_host, self._to_host = LineEnds(), LineEnds()
+        self._warned = False
         self.sock = self._open()
         self.stdin_open = True
 
-    def _open(self) -> socket.socket:
-        sock = attach()
-        sock.sendall(self.header.encode() + b"\n")
-        return sock
+    def _open(self, replay: bool = False) -> socket.socket:
+        """A connection to the engine with our header sent (and, `replay`, the host's handshake). An
+        engine killed a moment ago may still take a connection as it goes: then the next one is tried."""
+        deadline = time.monotonic() + START_WAIT_S
+        while True:
+            sock = attach()
+            try:
+                differs = control.hand_env(self.env)  # on a connection of its own: the MCP stream is bytes only
+                sock.sendall(self.header.encode() + b"\n")
+                for line in self.handshake if replay else ():
+                    sock.sendall(line)
+            except OSError:
+                sock.close()
+                if time.monotonic() > deadline:
+                    raise CofferError("the engine kept going away as it was reached") from None
+                time.sleep(0.05)
+                continue
+            if differs and not self._warned:
+                self._warned = True
+                sys.stderr.write(
+                    f"coffer: the running engine has other values for {', '.join(differs)} than this session: "
+                    "its servers use the engine's; `coffer status --stop` (then start the session again) to use "
+                    "this one's\n"
+                )
+            return sock
 
     def _note_handshake(self, chunk: bytes) -> None:
         """Keep the host's `initialize` and `notifications/initialized` lines (only until both are seen)."""
@@ -274,9 +318,7 @@ class Front:
         _write_out(out)
 
     def _reattach(self) -> object:
-        sock = self._open()
-        for line in self.handshake:
-            sock.sendall(line)
+        sock = self._open(replay=True)
         with self._lock:
             old, self.sock = self.sock, sock
             self._lock.notify_all()

@@ -62,3 +62,8 @@ def idle_seconds() -> float:
     if value < 0:
         raise CofferError(f"{IDLE_ENV} must be a number of seconds >= 0, not {raw!r}")
     return value
+
+
+# Variables the engine reads once, at its start (telemetry): a later session's value cannot take effect
+# without a new engine, so the engine never adopts them from a session (coffer.engine.daemon.adopt_env).
+STARTUP_ENV = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED")

@@ -193,6 +193,13 @@ class Pool:
             child.host = host if child._one_host else None
             child.sync((self._configs[n] for n in child.own if n in self._configs), start=False)
 
+    def retry_failed(self, error_class: str) -> None:
+        """Start again the upstreams that failed for good with `error_class` (a variable that was
+        missing and is now there): here and in every session's pool."""
+        for _, up in self.every():
+            if up.state is State.FAILED and up.error_class == error_class:
+                up.retry()
+
     def resync(self) -> None:
         """Decide the share modes again (a server was seen asking for roots outside a call)."""
         self.sync(self._configs.values())

@@ -162,6 +162,12 @@ class Upstream:
         self._done = anyio.Event()
         self.pool.spawn(self._run)
 
+    def retry(self) -> None:
+        """A failure that was for good may not be any more (what it lacked is there): start afresh."""
+        if self.state is State.FAILED and not self._stopping:
+            self.state, self.failures, self.retry_at = State.IDLE, 0, 0.0
+            self.start()
+
     async def wait_settled(self, timeout: float) -> None:
         """Wait until a start in progress is ready or has failed, at most `timeout` seconds."""
         settled = self._settled

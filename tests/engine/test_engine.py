@@ -32,6 +32,7 @@ from tests.fixtures.gateway_harness import (
     host_pid,
     read_events,
     serve,
+    serve_env,
     text,
     wait_for,
 )
@@ -215,6 +216,7 @@ async def test_a_call_in_flight_when_the_engine_dies_is_answered_with_an_error_a
             with anyio.fail_after(15):  # not the call's 50 s, nor its 60 s timeout
                 await wait_for(lambda: bool(failed), timeout=15, what="the lost call to be answered")
         assert "engine stopped while this request was in flight" in str(failed[0])
+        print("STDERR", served[0].stats.stderr_tail())
         assert text(await served[0].call("alpha__echo", {"text": "after"})) == "after"
 
 
@@ -258,3 +260,41 @@ def test_a_reattached_front_drops_only_the_answer_to_its_replayed_handshake() ->
     assert _drop_answer(note + ask + answer + after + b'{"partial', 0) == (note + ask, after + b'{"partial', True)
     assert _drop_answer(note + b'{"jsonrpc":"2.0","id":0,"res', 0) == (note, b'{"jsonrpc":"2.0","id":0,"res', False)
     assert _drop_answer(answer, 0) == (b"", b"", True)
+
+
+def _env_of(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in serve_env(home).items() if k != "COFFER_TEST_TOKEN"}
+    return env | extra
+
+
+async def test_a_variable_the_engine_lacks_comes_from_the_first_session_that_has_it(
+    coffer_home: Path, tmp_path: Path
+) -> None:
+    """The rule for `${VAR}`: the engine was started by a session without it; a later session that has
+    it hands it over, and the server that could not start for want of it starts (for both sessions)."""
+    add_fixture(coffer_home, "alpha", env={"TOKEN_FOR_ALPHA": "${COFFER_TEST_TOKEN}"})
+    async with serve(coffer_home, env=_env_of(coffer_home)) as first:
+        refused = await first.call("alpha__env", {"name": "TOKEN_FOR_ALPHA"})
+        assert refused.is_error and "${COFFER_TEST_TOKEN} is not set" in text(refused)
+        async with serve(coffer_home, env=_env_of(coffer_home, COFFER_TEST_TOKEN="from-the-second")) as second:
+            got = await second.call("alpha__env", {"name": "TOKEN_FOR_ALPHA"})
+            assert text(got) == "from-the-second"
+            assert text(await first.call("alpha__env", {"name": "TOKEN_FOR_ALPHA"})) == "from-the-second"
+            assert "other values" not in second.stats.stderr_tail()
+
+
+async def test_a_variable_that_differs_from_the_engines_is_said_once_on_the_sessions_stderr(
+    coffer_home: Path, tmp_path: Path
+) -> None:
+    """The other order: the engine has the variable; a session with another value is told so (naming
+    `coffer status --stop`), and the servers keep the engine's value."""
+    add_fixture(coffer_home, "alpha", env={"TOKEN_FOR_ALPHA": "${COFFER_TEST_TOKEN}"})
+    async with serve(coffer_home, env=_env_of(coffer_home, COFFER_TEST_TOKEN="first")) as first:
+        assert text(await first.call("alpha__env", {"name": "TOKEN_FOR_ALPHA"})) == "first"
+        async with serve(coffer_home, env=_env_of(coffer_home, COFFER_TEST_TOKEN="second")) as second:
+            assert text(await second.call("alpha__env", {"name": "TOKEN_FOR_ALPHA"})) == "first"
+            said = second.stats.stderr_tail()
+            assert "COFFER_TEST_TOKEN" in said and "coffer status --stop" in said
+            assert "second" not in said and "first" not in said  # names, never values
+        async with serve(coffer_home, env=_env_of(coffer_home, COFFER_TEST_TOKEN="first")) as same:
+            assert "other values" not in same.stats.stderr_tail()
