@@ -276,33 +276,38 @@ def show(
     )
 
 
-def _toggle(target: str, enabled: bool, force: bool, as_json: bool = False) -> None:
-    from coffer.manage.tools import toggle
+def _toggle(targets: list[str], enabled: bool, force: bool, as_json: bool = False) -> None:
+    from coffer.manage.tools import toggle_all
 
-    done = toggle(target, enabled, force)
+    done = toggle_all(targets, enabled, force)
     if as_json:
-        render.print_json(
-            {"version": render.JSON_VERSION, "target": target, "enabled": enabled, "changed": done.changed}
-        )
+        results = [{"target": d.target, "changed": d.changed} for d in done]
+        data: dict[str, Any] = {"version": render.JSON_VERSION, "enabled": enabled, "results": results}
+        if len(done) == 1:  # the shape of one target, as before several were taken
+            data |= results[0]
+        render.print_json(data)
         return
     state = "enabled" if enabled else "disabled"
-    render.say(f"{target} {state}" if done.changed else f"{target} was already {state}")
+    for d in done:
+        render.say(f"{d.target} {state}" if d.changed else f"{d.target} was already {state}")
 
 
 ForceOpt = Annotated[bool, typer.Option("--force", help="Accept a tool name not in the catalogue.")]
-TargetArg = Annotated[str, typer.Argument(help="SERVER or SERVER__TOOL.", autocompletion=complete_targets)]
+TargetsArg = Annotated[
+    list[str], typer.Argument(help="SERVER or SERVER__TOOL, one or more.", autocompletion=complete_targets)
+]
 
 
 @app.command()
-def enable(target: TargetArg, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
-    """Enable a server or one of its tools."""
-    _toggle(target, True, force, as_json)
+def enable(targets: TargetsArg, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
+    """Enable servers or tools (all or none: an unknown one changes nothing)."""
+    _toggle(targets, True, force, as_json)
 
 
 @app.command()
-def disable(target: TargetArg, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
-    """Disable a server or one tool: it is no longer listed, searchable or callable."""
-    _toggle(target, False, force, as_json)
+def disable(targets: TargetsArg, force: ForceOpt = False, as_json: JsonOpt = False) -> None:
+    """Disable servers or tools: no longer listed, searchable or callable (all or none)."""
+    _toggle(targets, False, force, as_json)
 
 
 @app.command("paths")

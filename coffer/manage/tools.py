@@ -21,11 +21,24 @@ class Toggled:
 def toggle(target: str, enabled: bool, force: bool = False) -> Toggled:
     """Enable or disable SERVER or SERVER__TOOL. A tool must be in the catalogue unless `force` (a server
     not listed yet); raises NotFoundError for an unknown server or tool."""
-    server, tool = registry.split_target(target)
+    return toggle_all([target], enabled, force)[0]
+
+
+def toggle_all(targets: list[str], enabled: bool, force: bool = False) -> list[Toggled]:
+    """`toggle` for several targets, all or nothing: every one is checked before any is written."""
     reg = registry.load()
+    snap = catalogue.load_snapshot() if any(registry.split_target(t)[1] is not None for t in targets) else None
+    checked = [(target, *_checked(reg, snap, target, force)) for target in targets]
+    return [Toggled(t, enabled, registry.set_enabled(server, tool, enabled)) for t, server, tool in checked]
+
+
+def _checked(
+    reg: registry.Registry, snap: catalogue.Snapshot | None, target: str, force: bool
+) -> tuple[str, str | None]:
+    """(server, the tool's own name) of a target that exists; NotFoundError otherwise."""
+    server, tool = registry.split_target(target)
     reg.get(server)
     if tool is not None:
-        snap = catalogue.load_snapshot()
         found = catalogue.find_tool(snap, server, tool, reg.servers[server].exposed_prefix)
         if found is not None:
             tool = found.tool
@@ -36,7 +49,7 @@ def toggle(target: str, enabled: bool, force: bool = False) -> Toggled:
                     "run `coffer refresh` or pass --force"
                 )
             raise NotFoundError(f"unknown tool '{tool}' on server '{server}' (see `coffer show {server}`)")
-    return Toggled(target, enabled, registry.set_enabled(server, tool, enabled))
+    return server, tool
 
 
 def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:

@@ -49,3 +49,23 @@ def test_short_help_and_a_word_for_a_person_at_a_terminal(coffer_home: Path) -> 
         os.close(primary)
         os.close(secondary)
     assert b"waiting for an MCP client on stdin" in err
+
+
+def test_disable_and_enable_take_several_targets_all_or_none(cli: CliRunner, coffer_home: Path) -> None:
+    for name in ("one", "two", "three"):
+        run_cli(cli, "add", name, "--no-probe", "--", "x")
+    run_cli(cli, "disable", "one", "two")
+    assert [s["enabled"] for s in _servers(cli)] == [False, False, True]
+    before = (coffer_home / "coffer.toml").read_bytes()
+    missing = run_cli(cli, "disable", "three", "nope", code=3)
+    assert "unknown server 'nope'" in missing.stderr  # type: ignore[attr-defined]
+    assert (coffer_home / "coffer.toml").read_bytes() == before  # 'three' was not disabled either
+    shown = json.loads(run_cli(cli, "enable", "one", "two", "--json").stdout)  # type: ignore[attr-defined]
+    assert shown["results"] == [{"target": "one", "changed": True}, {"target": "two", "changed": True}]
+    single = json.loads(run_cli(cli, "enable", "one", "--json").stdout)  # type: ignore[attr-defined]
+    assert single["target"] == "one" and single["changed"] is False  # one target: the shape it always had
+
+
+def _servers(cli: CliRunner) -> list[dict[str, object]]:
+    listed = json.loads(run_cli(cli, "list", "--json").stdout)  # type: ignore[attr-defined]
+    return list(listed["servers"])
