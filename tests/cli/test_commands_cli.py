@@ -29,7 +29,7 @@ def test_doctor_takes_the_server_names_an_add_failure_suggests(cli: CliRunner, c
 def test_short_help_and_a_word_for_a_person_at_a_terminal(coffer_home: Path) -> None:
     import os
     import pty
-    import time
+    import threading
 
     assert "Usage:" in run_cli(CliRunner(), "-h").stdout  # type: ignore[attr-defined]
     primary, secondary = pty.openpty()
@@ -41,14 +41,18 @@ def test_short_help_and_a_word_for_a_person_at_a_terminal(coffer_home: Path) -> 
         stderr=subprocess.PIPE,
         env=env,
     )
+    assert proc.stderr is not None
+    guard = threading.Timer(120, proc.kill)  # a serve that never says it ends the read, not the suite
+    guard.start()
     try:
-        time.sleep(3)
+        first = proc.stderr.readline()  # waits for the line itself, however busy the machine
     finally:
+        guard.cancel()
         proc.kill()
-        _, err = proc.communicate(timeout=10)
+        proc.communicate(timeout=30)
         os.close(primary)
         os.close(secondary)
-    assert b"waiting for an MCP client on stdin" in err
+    assert b"waiting for an MCP client on stdin" in first
 
 
 def test_disable_and_enable_take_several_targets_all_or_none(cli: CliRunner, coffer_home: Path) -> None:
