@@ -21,7 +21,7 @@ from typing import Any
 
 from coffer.errors import RegistryError
 from coffer.vault import paths
-from coffer.vault.fsutil import atomic_write, locked
+from coffer.vault.fsutil import LOCK_TIMEOUT_S, atomic_write, locked
 from coffer.vault.registry import SEP, Registry
 from coffer.vault.schema import prune_unused_defs
 
@@ -198,22 +198,34 @@ def save_server(
 ) -> None:
     """Record what `server` just served (any of tools/prompts/resources/resource_templates, in `listing`
     or as keywords); `meta` may carry `told`, `capabilities` and `seen` (see `ServerEntry`)."""
-    lists = {**(listing or {}), **lists}
+    save_servers({server: ({**(listing or {}), **lists}, meta)}, path=path)
+
+
+def save_servers(
+    listed: Mapping[str, tuple[Mapping[str, list[dict[str, Any]]], dict[str, Any] | None]],
+    *,
+    path: Path | None = None,
+    timeout: float = LOCK_TIMEOUT_S,
+) -> None:
+    """Record several servers' listings in one locked write (a gateway batches what its upstreams listed
+    meanwhile); `timeout`: how long to wait for another process's write (ConflictError after it)."""
     path = path or paths.snapshot_path()
-    unknown = set(lists) - set(KINDS)
-    if unknown:
-        raise ValueError(f"unknown catalogue kinds: {sorted(unknown)}")
-    with locked(path):
+    for lists, _ in listed.values():
+        unknown = set(lists) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown catalogue kinds: {sorted(unknown)}")
+    with locked(path, timeout=timeout):
         snap = _for_update(path)
-        entry = snap.servers.setdefault(server, ServerEntry())
-        for kind, items in lists.items():
-            setattr(entry, kind, items)
-        if meta is not None:
-            entry.told = sorted(meta.get("told") or [])
-            entry.capabilities = dict(meta.get("capabilities") or {})
-            entry.seen = sorted({*entry.seen, *(meta.get("seen") or [])})
-        entry.error = None
-        entry.updated_at = time.time()
+        for server, (lists, meta) in listed.items():
+            entry = snap.servers.setdefault(server, ServerEntry())
+            for kind, items in lists.items():
+                setattr(entry, kind, items)
+            if meta is not None:
+                entry.told = sorted(meta.get("told") or [])
+                entry.capabilities = dict(meta.get("capabilities") or {})
+                entry.seen = sorted({*entry.seen, *(meta.get("seen") or [])})
+            entry.error = None
+            entry.updated_at = time.time()
         _write(snap)
 
 

@@ -330,3 +330,37 @@ async def test_an_oversized_frame_fails_the_call_with_that_reason(coffer_home: P
             result = await s.call("huge__hugeline")
         assert result.is_error and "frame exceeded 64 MB" in text(result), text(result)
         assert text(await s.call("calm__echo", {"text": "fine"})) == "fine"
+
+
+async def test_a_held_snapshot_lock_holds_up_no_listing(coffer_home: Path) -> None:
+    """Another coffer process writing the catalogue snapshot (five sessions starting at once) must not hold
+    up this gateway's listings or their announcements: the write waits, and lands once the lock is free."""
+    from filelock import FileLock
+
+    from coffer.vault import paths
+
+    add_fixture(coffer_home, "alpha")
+    lock = FileLock(str(paths.snapshot_path()) + ".lock")
+    async with serve(coffer_home) as s:
+        assert "alpha__echo" in await s.tool_names()
+
+        def saved(tool: str) -> bool:
+            snap = catalogue.load_snapshot()
+            entry = snap.servers.get("alpha") if snap is not None else None
+            return entry is not None and tool in [t["name"] for t in entry.tools]
+
+        await wait_for(lambda: saved("echo"), 20, "the start-up listing in the snapshot (announced before it)")
+        lock.acquire()
+        try:
+            s.notifications.clear()
+            added = text(await s.call("alpha__grow"))
+            await wait_for(
+                lambda: any(isinstance(n, types.ToolListChangedNotification) for n in s.notifications),
+                what="tools/list_changed while another process holds the snapshot's lock",
+            )
+            assert f"alpha__{added}" in await s.tool_names()
+            assert text(await s.call(f"alpha__{added}")) == added
+            assert not saved(added)
+        finally:
+            lock.release()
+        await wait_for(lambda: saved(added), 20, "the grown tool in the snapshot once the lock is free")
