@@ -12,6 +12,7 @@ which times it and writes the invocation log.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 import warnings
@@ -188,8 +189,9 @@ class Gateway:
         while self._unsaved:
             await anyio.sleep(delay)  # let the servers listing about now share this write
             batch = dict(self._unsaved)
+            write = functools.partial(catalogue.save_servers, batch, timeout=SNAPSHOT_LOCK_S)
             try:
-                await anyio.to_thread.run_sync(lambda b=batch: catalogue.save_servers(b, timeout=SNAPSHOT_LOCK_S))
+                await anyio.to_thread.run_sync(write)
             except ConflictError:
                 delay = min(delay * 2 + 0.2, 5.0)
                 continue
