@@ -38,6 +38,7 @@ class Probe:
     resources: list[tuple[str, str, str]] | None = None  # (uri, name, text), when asked for and read
     capabilities: dict[str, Any] = field(default_factory=dict)  # what the server declared
     problems: list[str] = field(default_factory=list)  # tools its listing dropped or repaired
+    told: frozenset[str] = frozenset()  # the client capabilities it was told of (as the engine tells them)
 
     @property
     def tool_count(self) -> int | None:
@@ -66,6 +67,7 @@ def _probe_of(up: Any) -> Probe:
         protocol_version=status.get("protocol_version"),
         capabilities=dict(status.get("capabilities") or {}),
         problems=list(status.get("problems") or []),
+        told=up.told,
     )
 
 
@@ -73,6 +75,7 @@ async def _probe_all(
     configs: list[ServerConfig], limit: int, on_done: Callable[[Probe], None] | None, read_resources: bool
 ) -> list[Probe]:
     from coffer.gateway.pool import SLOT_HOLD_S, Pool
+    from coffer.gateway.relay import Relay
     from coffer.upstreams import resources
     from coffer.upstreams.upstream import START_SLACK_S, State
 
@@ -88,7 +91,9 @@ async def _probe_all(
         if on_done is not None:
             on_done(probe)
 
-    async with Pool(limit=limit) as pool:
+    # Told what the engine tells a server, so it lists what a session will see (server-everything shows its
+    # elicitation, sampling and roots tools only then); what it asks meanwhile is refused: nobody is there.
+    async with Pool(limit=limit, relay=Relay(None)) as pool:
         pool.sync(configs)
         async with anyio.create_task_group() as tg:
             for up in list(pool.upstreams.values()):

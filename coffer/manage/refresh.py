@@ -8,6 +8,7 @@ whose launch config the user has not approved, the same rule `coffer serve` foll
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,7 @@ def record_listing(
     resources: list[tuple[str, str, str]] | None,
     prefix: str | None = None,
     capabilities: dict[str, Any] | None = None,
+    told: Collection[str] = (),
 ) -> tuple[set[str], int | None]:
     """Record what `name` served: snapshot entry, pins (changed tools held), knowledge index.
 
@@ -64,7 +66,7 @@ def record_listing(
     """
     from coffer.memory import knowledge as memory
 
-    meta = None if capabilities is None else {"told": [], "capabilities": capabilities}  # probes relay nothing
+    meta = None if capabilities is None else {"told": sorted(told), "capabilities": capabilities}
     catalogue.save_server(name, listing, meta=meta)
     held = pins.observe(name, catalogue.build_tools(name, listing.get("tools") or [], prefix))
     indexed = None if resources is None else memory.index_resources(name, resources)
@@ -88,7 +90,9 @@ def probe_and_record(cfg: ServerConfig) -> dict[str, int]:
             catalogue.save_failure(cfg.name, str(probe.error))  # `coffer serve` need not wait for it
             error = str(probe.error)
             raise UpstreamError(error if error.startswith(f"{cfg.name}:") else f"{cfg.name}: {error}")
-        record_listing(pins, cfg.name, probe.listing, probe.resources, cfg.exposed_prefix, probe.capabilities)
+        record_listing(
+            pins, cfg.name, probe.listing, probe.resources, cfg.exposed_prefix, probe.capabilities, probe.told
+        )
     return {kind: len(items) for kind, items in probe.listing.items()}
 
 
@@ -104,7 +108,9 @@ def _refresh(pins: Pins, configs: list[ServerConfig], limit: int | None, on_done
     def recorded(probe: Probe) -> None:
         if probe.ok and probe.listing is not None:
             prefix = next((c.exposed_prefix for c in configs if c.name == probe.name), None)
-            held, indexed = record_listing(pins, probe.name, probe.listing, probe.resources, prefix, probe.capabilities)
+            held, indexed = record_listing(
+                pins, probe.name, probe.listing, probe.resources, prefix, probe.capabilities, probe.told
+            )
             item = Refreshed(probe.name, "ok", probe.tool_count, probe.init_seconds)
             item.held, item.resources_indexed = sorted(held), indexed
         else:

@@ -89,3 +89,42 @@ def test_import_client_plans_adds_lists_and_reports_progress(coffer_home: Path, 
 
     dry = servers.import_client("json", source, dry_run=True)
     assert dry.probed == [] and all(item.action != "added" for item in dry.plan.items)
+
+
+EVERYTHING = Path(__file__).resolve().parents[2] / ".ci" / "node" / "node_modules" / "@modelcontextprotocol"
+EVERYTHING = EVERYTHING / "server-everything" / "dist" / "index.js"
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not EVERYTHING.exists(), reason="run .ci/run for server-everything")
+async def test_add_probes_as_the_engine_will_run_the_server(coffer_home: Path) -> None:
+    """server-everything shows its elicitation, sampling and roots tools only to a client that declares
+    them: `add` probes it told what the engine tells it, so the first session after the add sees them all
+    from the snapshot (Claude Code and Codex ignore list_changed, so a short first list stays short)."""
+    import anyio
+    import mcp_types as types
+
+    from tests.fixtures.gateway_harness import serve
+
+    cfg = registry.ServerConfig(name="ev", command="node", args=[str(EVERYTHING), "stdio"], timeout=30)
+    added = await anyio.to_thread.run_sync(lambda: servers.add(cfg))
+    assert added.failure is None
+    snap = catalogue.load_snapshot()
+    assert snap is not None
+    listed = {t["name"] for t in snap.servers["ev"].tools}
+    assert {"trigger-elicitation-request", "trigger-sampling-request", "get-roots-list"} <= listed
+    assert {"elicitation", "sampling", "roots"} <= set(snap.servers["ev"].told)
+
+    async def sample(ctx: object, params: object) -> types.CreateMessageResult:
+        content = types.TextContent(type="text", text="ok")
+        return types.CreateMessageResult(role="assistant", content=content, model="test")
+
+    async def elicit(ctx: object, params: object) -> types.ElicitResult:
+        return types.ElicitResult(action="decline")
+
+    async def roots(ctx: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[])
+
+    async with serve(coffer_home, sampling=sample, elicitation_callback=elicit, list_roots_callback=roots) as s:
+        first = set(await s.tool_names())
+    assert {f"ev__{name}" for name in listed} <= first
