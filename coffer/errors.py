@@ -6,6 +6,8 @@ Exit codes are stable so scripts can branch on them.
 
 from __future__ import annotations
 
+INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it
+
 
 class CofferError(Exception):
     """Base error: `str(err)` is the one-line message shown to the user."""

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from coffer.engine import control, place
-from coffer.errors import CofferError
+from coffer.errors import INTERRUPTED, CofferError
 
 START_WAIT_S = 20.0
 CHUNK = 1 << 16
@@ -364,7 +364,7 @@ def run(profile: str | None = None) -> NoReturn:
         sys.stderr.write(f"coffer: error: {exc}\n")
         code = 1
     except KeyboardInterrupt:
-        pass
+        code = INTERRUPTED
     with contextlib.suppress(Exception):
         sys.stdout.flush()
     os._exit(code)
@@ -398,7 +398,7 @@ def run_http(port: int, profile: str | None, auth: bool) -> NoReturn:
             while sock.recv(CHUNK):  # the engine says nothing more: EOF is its going
                 pass
         except KeyboardInterrupt:
-            os._exit(0)
+            os._exit(INTERRUPTED)
         except OSError:
             pass
         sock.close()

@@ -19,12 +19,17 @@ import socket
 import sys
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from coffer.errors import INTERRUPTED
+
 if TYPE_CHECKING:
     from coffer.gateway.server import Gateway
 
 log = logging.getLogger("coffer.serve")
 IN_PROCESS_ENV = "COFFER_STANDALONE"  # "1": every `coffer serve` runs in-process (as --standalone)
 HOST_WAIT_S = 2.0  # an upstream's handshake waits at most this long for the host's (normally instant)
+
+
+_stopped_by: list[int] = []  # the signal that ended an in-process stdio serve
 
 
 def in_process(standalone: bool = False) -> bool:
@@ -97,8 +102,9 @@ def run_in_process(http_port: int | None = None, profile: str | None = None, aut
     code = 0
     try:
         anyio.run(_main, sock, profile, token)
+        code = INTERRUPTED if _stopped_by[:1] == [signal.SIGINT] else 0
     except KeyboardInterrupt:
-        pass
+        code = INTERRUPTED
     except BaseException as exc:  # report, then still exit without leaving threads behind
         log.error("coffer serve stopped: %s", _describe(exc))
         code = 1
@@ -135,7 +141,8 @@ async def _watch_signals(scope: Any) -> None:
     import anyio
 
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-        async for _ in signals:
+        async for sig in signals:
+            _stopped_by.append(sig)
             scope.cancel()
             return
 
@@ -144,12 +151,18 @@ async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) 
     from coffer.gateway import http
 
     port = sock.getsockname()[1]
-    # uvicorn re-raises the signal it caught once it has stopped; with a no-op handler in place that
-    # re-raise cannot kill us before the upstreams are stopped.
+    served = http.server(gateway, token)
+
+    def stop(signum: int, _frame: Any) -> None:
+        """A signal before uvicorn takes them over (or the one it re-raises once it has stopped): noted
+        for the exit status, and the server told to stop; never an exit before the upstreams stop."""
+        _stopped_by.append(signum)
+        served.should_exit = True
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: None)
+        signal.signal(sig, stop)
     sys.stderr.write(http.serving_line(port, token is not None))
-    await http.serve_on(gateway, sock, token)
+    await served.serve(sockets=[sock])
 
 
 def _describe(exc: BaseException) -> Any:

@@ -99,8 +99,3 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any:
 def serving_line(port: int, token: bool) -> str:
     how = "bearer token required (coffer paths: http_token)" if token else "no authentication (--no-auth)"
     return f"coffer: serving MCP on http://127.0.0.1:{port}/mcp, {how}\n"
-
-
-async def serve_on(gateway: Gateway, sock: Any, token: str | None) -> None:
-    """Serve the gateway on a bound loopback socket until cancelled (signals are the caller's)."""
-    await server(gateway, token).serve(sockets=[sock])

@@ -100,7 +100,7 @@ class Pool:
         if self.relay is None:
             return {}
         if self._parent is not None:
-            return await self.relay.client_options(name, host=lambda: self.host)
+            return await self.relay.client_options(name, host=self)
         return await self.relay.client_options(name)
 
     def listed(self, upstream: Upstream, kinds: frozenset[str]) -> None:

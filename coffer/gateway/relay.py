@@ -24,9 +24,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import mcp_types as types
@@ -36,7 +36,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from coffer.gateway import sdk
+from coffer.gateway import sdk, sessions
 from coffer.gateway.rounds import Round
 from coffer.trust.redact import scrub, scrub_obj
 
@@ -59,6 +59,8 @@ DEFAULT_LOG_LEVEL: types.LoggingLevel = "info"
 # that cannot show it ignores (the tools work the same).
 MCP_APPS: dict[str, dict[str, Any]] = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
 MAX_ELICITATIONS = 256
+AMBIGUOUS = "calls from more than one client are in flight on it"
+TURN_WAIT_S = 60.0  # how long an ask made amid two clients' calls waits for one client's to end
 MODERN_REFUSAL = (
     "the client speaks 2026-07-28, where a server can ask it for input only as the answer to a tools/call "
     "(a multi-round-trip result), and this request was not made while one was waiting"
@@ -72,10 +74,34 @@ class _Origin:
     ctx: Any
     pending: set[anyio.CancelScope] = field(default_factory=set)
     round: Round | None = None  # a 2026-07-28 host's call: what the upstream asks goes back as input_required
+    scope: Any = None  # the engine session's own pool the call was made in (None in-process)
 
 
-_connection = sdk.host_connection  # one per stdio host or HTTP session
-Host = Callable[[], Any]  # an engine session's host session (None until its handshake): coffer.gateway.pool
+_connection = sdk.host_connection  # one per stdio host or HTTP session (a 2026-07-28 host: one per request)
+
+
+class Host(Protocol):
+    """An engine session's own pool (coffer.gateway.pool): `host` is its host session, None until its
+    handshake (or when several HTTP hosts share it); calls made in that session name it as their scope."""
+
+    host: Any
+
+
+def _client(origin: _Origin) -> Any:
+    """Who made a call: its host connection; for a 2026-07-28 host, whose every request comes on a
+    connection of its own, the engine session it came through (in-process: the one host)."""
+    if getattr(origin.ctx.session, "protocol_version", None) in MODERN_PROTOCOL_VERSIONS:
+        return ("modern", origin.scope)
+    return _connection(origin.ctx.session)
+
+
+@dataclass(eq=False)
+class _Turn:
+    """Whose calls an upstream known to ask its client is serving now; other clients' calls wait."""
+
+    client: Any = None
+    calls: int = 0
+    freed: anyio.Event = field(default_factory=anyio.Event)
 
 
 def _sampling_gap(caps: types.ClientCapabilities, params: types.CreateMessageRequestParams) -> str | None:
@@ -115,6 +141,11 @@ class Relay:
         self._elicitations: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self.on_notice: Callable[[str, Any], Awaitable[None]] | None = None  # the rest (tasks: coffer.gateway.tasks)
         self.on_roots_outside_call: Callable[[str], None] | None = None  # coffer.gateway.sessions.SEEN_ROOTS
+        # servers seen asking their client during a call: their calls from different clients take turns
+        self.askers: set[str] = set()
+        self.on_ask_in_call: Callable[[str], None] | None = None  # remembered across starts (SEEN_ASKS)
+        self._turns: dict[int, _Turn] = {}  # id(upstream) -> its turn, while it has calls
+        self._ended: dict[str, anyio.Event] = {}  # server -> set when one of its calls ends
 
     # ------------------------------------------------------------------ hosts and calls
 
@@ -192,19 +223,46 @@ class Relay:
             except Exception:  # a host that went away must not break the upstream or the others
                 self.drop_host(session)
 
-    @contextlib.contextmanager
-    def origin(self, server: str, ctx: Any, round_: Round | None = None) -> Iterator[None]:
+    @contextlib.asynccontextmanager
+    async def origin(
+        self, server: str, ctx: Any, round_: Round | None = None, upstream: object = None
+    ) -> AsyncIterator[None]:
         """Mark a host request as in flight on `server` while it runs (`round_`: for a 2026-07-28 host,
-        the round its asks go to: coffer.gateway.rounds)."""
-        origin = _Origin(ctx, round=round_)
+        the round its asks go to: coffer.gateway.rounds). On an `upstream` that asks its client during
+        calls, it first waits until no other client's call is in flight there, so what the upstream asks
+        has one client to go to (the README's promise: it goes to the session that made the call)."""
+        origin = _Origin(ctx, round=round_, scope=getattr(sessions.current(), "pool", None))
+        turn = None
+        if upstream is not None and server in self.askers:
+            turn = self._turns.setdefault(id(upstream), _Turn())
+            client = _client(origin)
+            while turn.calls and turn.client != client:
+                await turn.freed.wait()
+            turn.client, turn.calls = client, turn.calls + 1
         calls = self._calls.setdefault(server, [])
         calls.append(origin)
         try:
             yield
         finally:
             calls.remove(origin)
-            for scope in origin.pending:  # its host may never answer for a call that has ended
-                scope.cancel()
+            ended = self._ended.pop(server, None)
+            if ended is not None:
+                ended.set()
+            if turn is not None:
+                turn.calls -= 1
+                if not turn.calls:
+                    turn.client = None
+                    turn.freed.set()
+                    turn.freed = anyio.Event()
+                    if self._turns.get(id(upstream)) is turn:
+                        del self._turns[id(upstream)]
+            client = _client(origin)
+            sibling = next((o for o in calls if _client(o) == client), None)
+            if sibling is not None:  # an ask is tied to the client's first call on the server, and may be
+                sibling.pending |= origin.pending  # another of its calls': it stays while one is in flight
+            else:
+                for scope in origin.pending:  # its host may never answer for a call that has ended
+                    scope.cancel()
 
     # ------------------------------------------------------------------ what upstreams are told
 
@@ -217,7 +275,7 @@ class Relay:
             with anyio.move_on_after(self._deadline - now):
                 await self._known.wait()
         opts: dict[str, Any] = {"logging_callback": lambda params: self._log(server, params, host)}
-        owner = host() if host is not None else None
+        owner = host.host if host is not None else None
         everything = owner is None and (self.host_wait is None or not self._known.is_set())
         caps = None if everything else (owner.client_capabilities if owner is not None else self._caps)
         caps = caps if everything or caps is not None else types.ClientCapabilities()
@@ -240,22 +298,55 @@ class Relay:
         """(host session, related request id or None, origin) for a message from `server`, or why none.
         A session's own upstream (`host`) reaches that session only."""
         calls = self._calls.get(server) or []
-        owner = host() if host is not None else None
-        if owner is not None:
-            calls = [o for o in calls if _connection(o.ctx.session) is _connection(owner)]
+        owner = host.host if host is not None else None
+        if owner is not None:  # its own session's calls: by the session (a 2026-07-28 host's requests each
+            # come on a connection of their own), else by the connection
+            calls = [o for o in calls if o.scope is host or _connection(o.ctx.session) is _connection(owner)]
             if not calls:
                 return self._host_channel(owner), None, None
         if calls:
-            if len({id(_connection(o.ctx.session)) for o in calls}) > 1:
-                return "calls from more than one client are in flight on it"
+            if len({_client(o) for o in calls}) > 1:
+                return AMBIGUOUS
             first = calls[0]
             return first.ctx.session, first.ctx.request_id, first
         if len(self.hosts) == 1:
             return self.hosts[0], None, None
         return "no call of a client is in flight on it" if self.hosts else "no client is connected"
 
-    async def _ask(self, server: str, what: str, request: Any, result_type: Any, gap: Any, host: Host | None) -> Any:
+    async def _resolve(self, server: str, host: Host | None) -> tuple[Any, Any, _Origin | None] | str:
+        """`_target`, for a request: asked while calls of two clients are in flight on a shared upstream,
+        it waits (bounded) for the other client's calls to end, and the server's calls take turns from
+        now on (`origin`), here and, through `on_ask_in_call`, in later starts."""
         target = self._target(server, host)
+        if target != AMBIGUOUS:
+            if not isinstance(target, str) and target[2] is not None and host is None:
+                self._note_asker(server)
+            return target
+        self._note_asker(server)
+        with anyio.move_on_after(TURN_WAIT_S):
+            while target == AMBIGUOUS:
+                ended = self._ended.setdefault(server, anyio.Event())
+                await ended.wait()
+                target = self._target(server, host)
+        return target
+
+    def _note_asker(self, server: str) -> None:
+        if server not in self.askers:
+            self.askers.add(server)
+            if self.on_ask_in_call is not None:
+                self.on_ask_in_call(server)
+
+    async def _ask(
+        self,
+        server: str,
+        what: str,
+        request: Any,
+        result_type: Any,
+        gap: Any,
+        host: Host | None,
+        target: tuple[Any, Any, _Origin | None] | str | None = None,
+    ) -> Any:
+        target = await self._resolve(server, host) if target is None else target
         if isinstance(target, str):
             return _refused(what, server, target)
         session, related, origin = target
@@ -290,13 +381,12 @@ class Relay:
         return await self._ask(server, "sampling", request, result, lambda caps: _sampling_gap(caps, params), host)
 
     async def _elicit(self, server: str, params: types.ElicitRequestParams, host: Host | None) -> Any:
-        target = self._target(server, host)
+        target = await self._resolve(server, host)
         if isinstance(params, types.ElicitRequestURLParams) and params.elicitation_id and not isinstance(target, str):
             self._remember_elicitation(server, params.elicitation_id, target[0])
         request = types.ElicitRequest(params=params)
-        return await self._ask(
-            server, "elicitation", request, types.ElicitResult, lambda caps: _elicitation_gap(caps, params), host
-        )
+        gap = lambda caps: _elicitation_gap(caps, params)  # noqa: E731
+        return await self._ask(server, "elicitation", request, types.ElicitResult, gap, host, target)
 
     async def _roots(self, server: str, host: Host | None) -> Any:
         def gap(caps: types.ClientCapabilities) -> str | None:
@@ -314,7 +404,7 @@ class Relay:
                 level=params.level, logger=scrub(logger), data=scrub_obj(params.data)
             )
         )
-        owner = host() if host is not None else None
+        owner = host.host if host is not None else None
         target = self._target(server, host) if self._calls.get(server) else None
         if target is None or (not isinstance(target, str) and target[2] is None):  # no call of a host caused it:
             for session in list(self.hosts) if owner is None else [self._host_channel(owner)]:  # every legacy host

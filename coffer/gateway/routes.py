@@ -114,7 +114,7 @@ class Router:
         progress = _progress(ctx)
 
         async def run(round_: Round | None = None) -> dict[str, Any]:
-            with self.relay.origin(entry.server, ctx, round_):  # what the upstream asks meanwhile goes to this host
+            async with self.relay.origin(entry.server, ctx, round_, up):  # what it asks meanwhile goes to this host
                 if bridged:
                     return await self.tasks.run_as_task(up, upstream_params, up.cfg.timeout, progress)
                 return await up.request(types.CallToolRequest(params=upstream_params), progress=progress)
@@ -278,7 +278,7 @@ class Router:
         if up is None or reason is not None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"coffer refused: {reason or 'server not running'}")
         try:
-            with self.relay.origin(server, ctx):
+            async with self.relay.origin(server, ctx, upstream=up):
                 return await up.request(request)
         except UpstreamUnavailable as exc:
             raise MCPError(code=types.INTERNAL_ERROR, message=scrub(str(exc))) from exc

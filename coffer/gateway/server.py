@@ -98,6 +98,7 @@ class Gateway:
             spill_results=True,
         )
         self.relay.on_roots_outside_call = self._roots_outside_call
+        self.relay.on_ask_in_call = self._ask_in_call
         self.view = View(builtins.tool_definitions(), on_sync=self.pool.sync)
         self.tasks = TaskRelay(self.pool.get, self.pool.spawn, self._log_task)  # tasks (coffer.gateway.tasks)
         self.bus = InMemorySubscriptionBus()  # list changes for 2026-07-28 hosts' subscriptions/listen streams
@@ -115,6 +116,7 @@ class Gateway:
         async with self.pool:
             with Pins.open(new_tools="allow") as self.view.pins:  # the registry's setting applies in View._sync()
                 self.view.load_snapshot()
+                self.relay.askers = {name for name, seen in self.view.seen.items() if sessions.SEEN_ASKS in seen}
                 self.listings.start()
                 self.pool.spawn(self._watch_vault)
                 if otlp.wanted():
@@ -346,13 +348,26 @@ class Gateway:
     def _roots_outside_call(self, server: str) -> None:
         """A server asked for roots with no call in flight: remembered, and under the engine it runs once
         per session from now on (each asks its own host), unless its entry says how to share it."""
-        seen = self.view.seen.setdefault(server, set())
-        if sessions.SEEN_ROOTS in seen:
-            return
-        seen.add(sessions.SEEN_ROOTS)
-        self.pool.spawn(anyio.to_thread.run_sync, catalogue.note_seen, server, sessions.SEEN_ROOTS)
-        if self.pool.share is not None:
+        if self._note_seen(server, sessions.SEEN_ROOTS) and self.pool.share is not None:
             self.pool.resync()
+
+    def _ask_in_call(self, server: str) -> None:
+        """A shared server asked its client during a call: remembered, so its calls from different
+        clients take turns from the next start on too (coffer.gateway.relay)."""
+        self._note_seen(server, sessions.SEEN_ASKS)
+
+    def _note_seen(self, server: str, what: str) -> bool:
+        """Remember what `server` was seen doing, here and in the catalogue; False when already known."""
+        seen = self.view.seen.setdefault(server, set())
+        if what in seen:
+            return False
+        seen.add(what)
+        unsaved = self._unsaved.get(server)
+        if unsaved is not None:  # listed a moment ago and not written yet: that write carries the note
+            lists, meta = unsaved
+            self._unsaved[server] = (lists, {**meta, "seen": sorted({*meta.get("seen", ()), what})})
+        self.pool.spawn(anyio.to_thread.run_sync, catalogue.note_seen, server, what)
+        return True
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = Call(server="?", tool=params.name)

@@ -57,6 +57,7 @@ def serving(session: HostSession) -> Iterator[HostSession]:
 
 
 SEEN_ROOTS = "roots_outside_call"  # the catalogue's note: it asked for roots with no call in flight
+SEEN_ASKS = "asks_during_call"  # it asked its client during a call: calls of different clients take turns
 
 # Servers that keep per-client state in their process, by the package their launch line runs (a whole
 # word anywhere in the command or arguments: `npx -y @playwright/mcp`, `node .../node_modules/@playwright/

@@ -114,8 +114,10 @@ def _is_pipe(fd: int) -> bool:
 
 @contextlib.asynccontextmanager
 async def _stdin() -> AsyncIterator[StdinLines | None]:
-    """A loop-driven reader over a duplicate of fd 0; None when stdin is not a pipe or socket."""
-    if not _is_pipe(0):
+    """A loop-driven reader over a duplicate of fd 0; None when stdin is not a pipe, socket or terminal
+    (a terminal is read on the loop too, so Ctrl-C in `coffer serve --standalone` is not stuck behind a
+    thread blocked in read)."""
+    if not (_is_pipe(0) or os.isatty(0)):
         yield None
         return
     loop = asyncio.get_running_loop()

@@ -197,7 +197,7 @@ class TaskRelay:
         up = self._upstream(entry.server)
         wait = max((entry.ttl_ms or 0) / 1000, up.cfg.timeout if up is not None else 60.0)
         request = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=entry.upstream_id))
-        with relay.origin(entry.server, ctx):
+        async with relay.origin(entry.server, ctx, upstream=up):
             result = await self._send(entry, request, timeout=wait)
         if not entry.logged:
             self._note(entry, {"status": "failed" if result.get("isError") else "completed"})

@@ -71,7 +71,9 @@ def read_range(value: str, offset: int, length: int, cap: int) -> str:
 
 def grep(value: str, pattern: str, cap: int, context: int = 0, ignore_case: bool = False) -> str:
     """The lines of a kept result's text that match `pattern` (a Python regex), numbered, with `context`
-    lines around each, at most MAX_MATCHES matches and `cap` tokens."""
+    lines around each, at most MAX_MATCHES matches and `cap` tokens. In a line longer than LONG_LINE
+    (minified JSON is one line) each match is shown in a window of characters around it, with its
+    offset for `read_range`, since the line's start says nothing about the match."""
     if not pattern or len(pattern) > MAX_PATTERN:
         raise UsageError(f"pattern must be 1-{MAX_PATTERN} characters")
     try:
@@ -80,17 +82,50 @@ def grep(value: str, pattern: str, cap: int, context: int = 0, ignore_case: bool
         raise UsageError(f"invalid pattern {pattern!r}: {exc}") from None
     context = max(0, min(context, 10))
     kept, original = archive.open_kept(value)
-    lines = text_of(original).splitlines()
+    text = text_of(original)
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    lines = [line.rstrip("\r\n") for line in lines]
     hits = [n for n, line in enumerate(lines) if regex.search(line)]
     shown: list[str] = []
-    last = -1
-    for n in hits[:MAX_MATCHES]:
+    last, count = -1, 0
+    for n in hits:
+        if count >= MAX_MATCHES:
+            break
+        if len(lines[n]) > LONG_LINE:
+            if shown:
+                shown.append("--")
+            for match in regex.finditer(lines[n]):
+                if count >= MAX_MATCHES:
+                    break
+                shown.append(_window(lines[n], n, match, starts[n], WINDOW * (1 + context)))
+                count += 1
+            last = n
+            continue
         lo, hi = max(0, n - context, last + 1), min(len(lines), n + context + 1)
         if shown and lo > last + 1:
             shown.append("--")
-        shown += [f"{i + 1}{':' if i == n else '-'} {lines[i]}" for i in range(lo, hi)]
-        last = hi - 1
-    capped = "" if len(hits) <= MAX_MATCHES else f" (the first {MAX_MATCHES} shown)"
+        shown += [f"{i + 1}{':' if i == n else '-'} {_short(lines[i])}" for i in range(lo, hi)]
+        last, count = hi - 1, count + 1
+    capped = "" if count < MAX_MATCHES else f" (the first {MAX_MATCHES} matches shown)"
     head = f"[coffer] {kept.uri}: {len(hits):,} matching lines of {len(lines):,}{capped}"
     body = tokens.head("\n".join(shown), cap)
     return head + "\n" + body
+
+
+LONG_LINE = 500  # characters; a longer matching line is shown as windows around its matches
+WINDOW = 120  # characters shown on each side of a match in a long line (times 1 + context)
+
+
+def _window(line: str, n: int, match: re.Match[str], start: int, width: int) -> str:
+    lo, hi = max(0, match.start() - width), min(len(line), match.end() + width)
+    before = "…" if lo else ""
+    after = "…" if hi < len(line) else ""
+    return f"{n + 1}:{match.start() + 1}: (offset {start + match.start():,}) {before}{line[lo:hi]}{after}"
+
+
+def _short(line: str) -> str:
+    """A context line, not itself matching, cut to LONG_LINE characters."""
+    return line if len(line) <= LONG_LINE else line[:LONG_LINE] + "…"

@@ -4,10 +4,12 @@ and a word on stderr when a person runs `coffer serve` in a terminal."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import run_cli
@@ -46,6 +48,8 @@ def test_short_help_and_a_word_for_a_person_at_a_terminal(coffer_home: Path) -> 
     guard.start()
     try:
         first = proc.stderr.readline()  # waits for the line itself, however busy the machine
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: it was stuck behind a thread blocked reading the terminal
+        proc.communicate(timeout=60)
     finally:
         guard.cancel()
         proc.kill()
@@ -53,6 +57,32 @@ def test_short_help_and_a_word_for_a_person_at_a_terminal(coffer_home: Path) -> 
         os.close(primary)
         os.close(secondary)
     assert b"waiting for an MCP client on stdin" in first
+    assert proc.returncode == 130  # as a shell reports a command stopped by Ctrl-C
+
+
+@pytest.mark.parametrize("standalone", ["1", "0"], ids=["in-process", "engine"])
+def test_ctrl_c_stops_serve_http_with_130(coffer_home: Path, standalone: str) -> None:
+    import os
+    import threading
+
+    env = dict(os.environ, COFFER_HOME=str(coffer_home), COFFER_STANDALONE=standalone)
+    from tests.gateway.test_gateway_http import free_port
+
+    argv = [sys.executable, "-m", "coffer", "serve", "--http", str(free_port()), "--no-auth"]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    guard = threading.Timer(120, proc.kill)
+    guard.start()
+    try:
+        first = proc.stderr.readline()
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    finally:
+        guard.cancel()
+        proc.kill()
+        proc.communicate(timeout=30)
+    assert b"serving MCP on http://127.0.0.1:" in first
+    assert proc.returncode == 130
 
 
 def test_disable_and_enable_take_several_targets_all_or_none(cli: CliRunner, coffer_home: Path) -> None:

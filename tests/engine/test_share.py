@@ -206,3 +206,51 @@ def test_known_servers_are_found_however_they_are_launched(command: str, args: l
     found = sessions.known_state(registry.ServerConfig(name="x", command=command, args=args))
     assert (found[0] if found else None) == package
     assert sessions.decide(registry.ServerConfig(name="x", command=command, args=args)).per_session is bool(package)
+
+
+def named(name: str) -> Any:
+    async def elicit(ctx: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": name})
+
+    return elicit
+
+
+async def test_a_shared_server_asks_the_session_whose_call_it_is(coffer_home: Path, tmp_path: Path) -> None:
+    """Two sessions call a shared server at once and it asks its client mid-call: the ask goes to the
+    session that made the call (it waits for the other session's call to end rather than guessing or
+    refusing), and from then on the server's calls from different sessions take turns, here and after a
+    restart (the catalogue remembers)."""
+    events = tmp_path / "alpha.events"
+    add_fixture(coffer_home, "alpha", "relay", events=events, timeout=20)
+    async with (
+        serve(coffer_home, elicitation_callback=named("Ada")) as a,
+        serve(coffer_home, elicitation_callback=named("Bob")) as b,
+    ):
+        assert a.pid != b.pid
+        async with anyio.create_task_group() as tg:
+            slow: list[str] = []
+
+            async def bob_waits() -> None:
+                slow.append(text(await b.call("alpha__slow", {"seconds": 1.5})))
+
+            tg.start_soon(bob_waits)
+            await wait_for(lambda: "slow:start" in read_events(events), what="Bob's call in flight")
+            asked = await a.call("alpha__ask_user")
+            assert not asked.is_error and text(asked) == "accept: Ada"
+        assert slow == ["slow done"]
+
+        answers: dict[str, str] = {}
+
+        async def ask(who: str, s: Any) -> None:
+            answers[who] = text(await s.call("alpha__ask_user"))
+
+        async with anyio.create_task_group() as tg:
+            for who, s in (("a", a), ("b", b), ("a2", a), ("b2", b)):
+                tg.start_soon(ask, who, s)
+        assert answers == {"a": "accept: Ada", "b": "accept: Bob", "a2": "accept: Ada", "b2": "accept: Bob"}
+
+    def remembered() -> bool:
+        snap = catalogue.load_snapshot()
+        return snap is not None and sessions.SEEN_ASKS in snap.servers["alpha"].seen
+
+    await wait_for(remembered, 20, "the catalogue's note that alpha asks during calls")

@@ -34,18 +34,22 @@ async def roots(ctx: Any) -> types.ListRootsResult:
     return types.ListRootsResult(roots=[types.Root(uri="file:///work/project")])
 
 
+def modern(home: Path, errlog: Any, **callbacks: Any) -> Client:
+    """The SDK's own client at 2026-07-28 through `coffer serve`, answering elicitation and sampling."""
+    return Client(
+        stdio_client(params(home), errlog=errlog),
+        mode="auto",
+        cache=None,
+        elicitation_callback=elicit,
+        sampling_callback=sample,
+        **callbacks,
+    )
+
+
 async def test_a_modern_host_is_asked_through_input_required_results(coffer_home: Path, tmp_path: Path) -> None:
     add_fixture(coffer_home, "alpha", "relay")
     with open(tmp_path / "stderr", "w") as errlog:
-        client = Client(
-            stdio_client(params(coffer_home), errlog=errlog),
-            mode="auto",
-            cache=None,
-            elicitation_callback=elicit,
-            sampling_callback=sample,
-            list_roots_callback=roots,
-        )
-        async with client:
+        async with modern(coffer_home, errlog, list_roots_callback=roots) as client:
             assert client.protocol_version == "2026-07-28"
             answered = await client.call_tool("alpha__ask_user")
             assert not answered.is_error and answered.content[0].text == "accept: Ada"  # type: ignore[union-attr]
@@ -92,3 +96,30 @@ async def test_a_modern_host_hears_list_changes_on_its_listen_stream(coffer_home
             with anyio.fail_after(10):
                 while f"alpha__{added}" not in [t.name for t in (await client.list_tools()).tools]:
                     await anyio.sleep(0.1)
+
+
+EVERYTHING = Path(__file__).resolve().parents[2] / ".ci/node/node_modules/@modelcontextprotocol/server-everything"
+
+
+@pytest.mark.skipif(not (EVERYTHING / "dist/index.js").exists(), reason="run .ci/run for server-everything")
+async def test_every_session_of_an_engine_is_asked_by_a_real_server(coffer_home: Path, tmp_path: Path) -> None:
+    """server-everything asks for roots right after its handshake, so the engine runs it once per session
+    from its second session on; a 2026-07-28 host's requests each come on a connection of their own, and
+    its asks must still find the call they belong to (it was: ok, refused, refused)."""
+    import anyio
+
+    from coffer.manage import servers
+    from coffer.vault import registry
+
+    args = [str(EVERYTHING / "dist/index.js"), "stdio"]
+    cfg = registry.ServerConfig(name="ev", command="node", args=args, timeout=30)
+    assert (await anyio.to_thread.run_sync(lambda: servers.add(cfg))).failure is None
+    for i in range(3):
+        with open(tmp_path / f"stderr{i}", "w") as errlog:
+            async with modern(coffer_home, errlog) as client:
+                assert client.protocol_version == "2026-07-28"
+                asked = await client.call_tool("ev__trigger-elicitation-request")
+                assert not asked.is_error, (i, asked.content)
+                assert "Ada" in str(asked.content), (i, asked.content)
+                sampled = await client.call_tool("ev__trigger-sampling-request", {"prompt": "hi"})
+                assert not sampled.is_error and "hello" in sampled.content[0].text, (i, sampled.content)  # type: ignore[union-attr]

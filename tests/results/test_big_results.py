@@ -105,6 +105,25 @@ async def test_over_the_cap_the_agent_gets_a_preview_and_the_whole_stays_reachab
     assert WORD not in json.dumps(rows)  # sizes and the id only: never the content
 
 
+async def test_a_pattern_in_one_long_line_shows_each_match_in_its_context(coffer_home: Path) -> None:
+    """Minified JSON is one line: a match is shown with the characters around it, and where it is."""
+    add_fixture(coffer_home, "api", "big")
+    async with direct() as d, serve(coffer_home) as s:
+        original = texts(await d.call_tool("big", {"kb": 1024, "kind": "json", "word": WORD}))
+        assert "\n" not in original and len(original) > 1_000_000
+        got = await s.call("api__big", {"kb": 1024, "kind": "json", "word": WORD})
+        rid = str(link(got).uri).removeprefix("coffer://results/")
+        found = texts(await s.call("coffer__read_result", {"id": rid, "pattern": WORD}))
+        assert "1 matching lines of 1" in found
+        at = original.index(WORD)
+        assert f"(offset {at:,})" in found and f"1:{at + 1}:" in found
+        assert f'"name": "{WORD}", "tags": [], "ok": false' in found and len(found) < 2_000
+        many = texts(await s.call("coffer__read_result", {"id": rid, "pattern": '"id": 7\\d\\b'}))
+        assert many.count("(offset ") == 10  # "id": 70 ... 79, each in its own window
+        part = texts(await s.call("coffer__read_result", {"id": rid, "offset": at, "length": len(WORD)}))
+        assert part.split("\n", 1)[1] == WORD
+
+
 async def wait_rows(n: int) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
 
