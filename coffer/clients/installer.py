@@ -89,9 +89,15 @@ def plan_install(
     `base_text`: compute on top of this text instead of the file's (`import --move` removes entries first).
     """
     client = known.get(client_name)
+    chosen = path is not None
     path = known.resolve_path(client, path)
     if not NAME_RE.match(name):
         raise UsageError(f"invalid --name '{name}': use 1-20 letters, digits, '_' or '-'")
+    if not chosen and not force and base_text is None and not path.parent.exists():
+        raise NotFoundError(
+            f"{client.label} does not look installed here ({path.parent} does not exist): install it first, "
+            "or pass --force to create its config anyway (or --path FILE)"
+        )
     old: str | None
     try:
         old = common.read_text(path)

@@ -388,10 +388,21 @@ def test_install_keeps_indentation_style(cli: CliRunner, home: Path) -> None:
 
 def test_install_creates_a_missing_file(cli: CliRunner, home: Path) -> None:
     path = home / ".cursor" / "mcp.json"
+    path.parent.mkdir()  # Cursor is installed: its folder is there, its MCP file not yet
     run_cli(cli, "install", "cursor")
     data = json.loads(path.read_text())
     assert list(data) == ["mcpServers"] and list(data["mcpServers"]) == ["coffer"]
     assert not list(path.parent.glob("*.coffer-backup-*"))  # nothing to back up
+
+
+@pytest.mark.parametrize("client", ["zed", "goose", "continue"])
+def test_install_into_an_app_that_is_not_there_asks_for_force(cli: CliRunner, home: Path, client: str) -> None:
+    before = sorted(str(p) for p in home.rglob("*"))
+    failed = run_cli(cli, "install", client, code=3)
+    assert "does not look installed here" in failed.stderr and "--force" in failed.stderr  # type: ignore[attr-defined]
+    assert sorted(str(p) for p in home.rglob("*")) == before  # nothing created
+    run_cli(cli, "install", client, "--force")
+    assert len(list(home.rglob("*"))) > len(before)
 
 
 def test_install_dry_run_writes_nothing(cli: CliRunner, home: Path) -> None:
@@ -404,7 +415,7 @@ def test_install_dry_run_writes_nothing(cli: CliRunner, home: Path) -> None:
     assert fingerprint(path) == before
     assert list(path.parent.iterdir()) == [path]
     assert not (home / ".codex").exists()
-    run_cli(cli, "install", "codex", "--dry-run")
+    run_cli(cli, "install", "codex", "--dry-run", "--force")
     assert not (home / ".codex").exists()  # no file, no directory created
 
 
@@ -465,7 +476,7 @@ def test_install_falls_back_to_python_m_coffer(
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))
     monkeypatch.setattr(sys, "argv", ["pytest"])
-    run_cli(cli, "install", "codex")
+    run_cli(cli, "install", "codex", "--force")
     entry = installed_entry("codex", (home / ".codex" / "config.toml").read_text())
     assert [entry["command"], *entry["args"]] == [sys.executable, "-m", "coffer", "serve"]
     env = subprocess_env(home.parent / "vault")

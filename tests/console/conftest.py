@@ -70,7 +70,7 @@ def console_home(coffer_home: Path) -> Path:
     # Claude Code and Codex run `coffer serve --profile coding` and plain `coffer serve`: the profiles page
     # names them (their files written by `coffer install`, in this test's HOME)
     env = console_env(coffer_home)
-    for argv in (["install", "claude-code", "--profile", "coding"], ["install", "codex"]):
+    for argv in (["install", "claude-code", "--profile", "coding"], ["install", "codex", "--force"]):
         done = subprocess.run([sys.executable, "-m", "coffer", *argv], env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
     return coffer_home
