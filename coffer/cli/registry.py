@@ -140,6 +140,35 @@ def _render_added(added: Any, as_json: bool) -> None:
 
 
 @app.command()
+def edit(
+    name: Annotated[str, typer.Argument(help="Server to change.", autocompletion=complete_servers)],
+    command: Annotated[list[str] | None, typer.Argument(help="After --: the new command and its arguments.")] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="Set KEY=VALUE (repeat).")] = None,
+    unset_env: Annotated[list[str] | None, typer.Option("--unset-env", metavar="KEY", help="Remove KEY.")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="A new URL (a streamable HTTP server).")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds to start and per call.")] = None,
+    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Change a server's launch line, URL, env or timeout, keeping the rest of its entry (its disabled
+    tools, prefix, sharing, sandbox), and approve the change and the tools it lists, as `add` does."""
+    from coffer.manage import servers
+
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    change = servers.Edit(list(command or []), url, _pairs(env, "--env"), list(unset_env or []), timeout)
+    approved = servers.edit_server(name, change, probe=not no_probe)
+    cfg = registry.load().get(name)
+    if as_json:
+        render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "approved": approved})
+        return
+    render.say(f"changed '{name}': {cfg.launch_line()}")
+    tools = [a for a in approved if a != "launch config"]
+    if tools:
+        render.say(f"approved {', '.join(tools)}")
+
+
+@app.command()
 def remove(
     name: Annotated[str, typer.Argument(help="Server to remove.", autocompletion=complete_servers)],
     as_json: JsonOpt = False,

@@ -75,12 +75,16 @@ def secret_rm(name: Annotated[str, typer.Argument(help="Secret to delete.")], as
 @app.command()
 def approve(
     target: Annotated[str, typer.Argument(help="SERVER (launch config and all held tools) or SERVER__TOOL.")],
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="Do not start a server whose launch changed to approve its tools.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Approve a server's changed launch config and held tools, or one held tool."""
+    """Approve a server's changed launch config and held tools, or one held tool. An approved launch
+    change starts the server once (as `coffer add` does) and approves the tools it lists."""
     from coffer.manage.review import approve as approve_target
 
-    done = approve_target(target)
+    done = approve_target(target, probe=not no_probe)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "approved": done})
         return

@@ -61,6 +61,60 @@ def remove_server(name: str, path: Path | None = None) -> None:
     memory.index_resources(name, [])
 
 
+@dataclass
+class Edit:
+    """What `coffer edit` changes in a server's entry; everything else in it (curation, prefix, share,
+    sandbox, comments) stays. None/empty: left as it is."""
+
+    command: list[str] = field(default_factory=list)  # the new launch line (a `--url` server becomes one)
+    url: str | None = None  # a new URL (a launched server becomes a URL one)
+    env: dict[str, str] = field(default_factory=dict)  # set
+    unset_env: list[str] = field(default_factory=list)  # removed
+    timeout: float | None = None
+
+    def empty(self) -> bool:
+        return not (self.command or self.url or self.env or self.unset_env or self.timeout is not None)
+
+
+def edit_server(name: str, change: Edit, probe: bool = True, path: Path | None = None) -> list[str]:
+    """Change a server's launch line, URL, env or timeout in place, then approve it as `coffer add` does
+    (the user's own edit, unlike a hand edit of coffer.toml): its launch config, and the tools the new
+    launch lists (started once unless `probe` is False). Returns what was approved."""
+    from coffer.errors import UsageError
+    from coffer.manage.review import approve
+
+    if change.empty():
+        raise UsageError("nothing to change: give a command after --, --url, --env, --unset-env or --timeout")
+    if change.command and change.url:
+        raise UsageError("give either a command (after --) or --url, not both")
+    with registry.edit(path) as doc:
+        servers = doc.get("servers")
+        if servers is None or name not in servers:
+            raise NotFoundError(f"unknown server '{name}' (see `coffer list`)")
+        entry = servers[name]
+        if change.command:
+            for key in ("url", "headers", "oauth"):
+                entry.pop(key, None)
+            entry["command"], entry["args"] = change.command[0], list(change.command[1:])
+        if change.url:
+            for key in ("command", "args", "cwd", "sandbox"):
+                entry.pop(key, None)
+            entry["url"] = change.url
+        if change.env or change.unset_env:
+            env = dict(entry.get("env") or {})
+            missing = [k for k in change.unset_env if k not in env]
+            if missing:
+                raise NotFoundError(f"'{name}' has no env {', '.join(missing)} to unset")
+            env = {k: v for k, v in {**env, **change.env}.items() if k not in change.unset_env}
+            if env:
+                entry["env"] = env
+            else:
+                entry.pop("env", None)
+        if change.timeout is not None:
+            entry["timeout"] = change.timeout
+    return approve(name, probe=probe)
+
+
 def trust_states(reg: registry.Registry) -> dict[str, dict[str, Any]]:
     """Per server: its launch approval (approved, new or changed) and the tools held for review, for
     `coffer list` and `coffer show`, so a server that will not start does not look like one that will."""

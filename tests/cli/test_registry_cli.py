@@ -282,3 +282,35 @@ def test_unknown_keys_are_warned_with_a_guess(cli: CliRunner, coffer_home: Path)
     path.write_text(path.read_text() + "enbled = false\n")
     result = run_cli(cli, "list")
     assert "unknown key 'enbled' is ignored (did you mean 'enabled'?)" in result.stderr  # type: ignore[attr-defined]
+
+
+def test_edit_changes_the_launch_and_keeps_the_rest(cli: CliRunner, coffer_home: Path) -> None:
+    from tests.fixtures.gateway_harness import FIXTURE
+
+    launch = [sys.executable, str(FIXTURE), "--name", "alpha", "--mode"]
+    run_cli(cli, "add", "alpha", "--prefix", "a", "--env", "KEEP=1", "--", *launch, "normal")
+    run_cli(cli, "disable", "alpha__crash")
+    (coffer_home / "coffer.toml").write_text(toml(coffer_home).replace("[servers.alpha]", "# mine\n[servers.alpha]"))
+
+    out = run_cli(cli, "edit", "alpha", "--env", "MORE=2", "--json", "--", *launch, "normal,describe=Echo two")
+    shown = json.loads(out.stdout)  # type: ignore[attr-defined]
+    assert shown["approved"] == ["launch config", "alpha__echo"]  # one edit, no second approve
+    cfg = registry.load().get("alpha")
+    assert cfg.args[-1] == "normal,describe=Echo two" and cfg.env == {"KEEP": "1", "MORE": "2"}
+    assert cfg.prefix == "a" and cfg.disabled_tools == ["crash"] and "# mine" in toml(coffer_home)
+    with Pins.open() as pins:
+        assert pins.server_state(cfg) == "approved" and not pins.held("alpha")
+    snap = catalogue.load_snapshot()
+    assert snap is not None and "Echo two" in [t["description"] for t in snap.servers["alpha"].tools]
+
+    run_cli(cli, "edit", "alpha", "--unset-env", "MORE", "--timeout", "9", "--no-probe")
+    cfg = registry.load().get("alpha")
+    assert cfg.env == {"KEEP": "1"} and cfg.timeout == 9
+
+    before = toml(coffer_home)
+    assert "nothing to change" in run_cli(cli, "edit", "alpha", code=2).stderr  # type: ignore[attr-defined]
+    assert "unknown server 'nope'" in run_cli(cli, "edit", "nope", "--env", "A=1", code=3).stderr  # type: ignore[attr-defined]
+    assert "no env NOPE" in run_cli(cli, "edit", "alpha", "--unset-env", "NOPE", code=3).stderr  # type: ignore[attr-defined]
+    run_cli(cli, "edit", "alpha", "--env", "bad", code=2)
+    run_cli(cli, "edit", "alpha", "--url", "http://127.0.0.1:1/mcp", "--", "x", code=2)
+    assert toml(coffer_home) == before  # nothing written by a refused edit

