@@ -4,6 +4,7 @@ and a word on stderr when a person runs `coffer serve` in a terminal."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -103,3 +104,29 @@ def test_disable_and_enable_take_several_targets_all_or_none(cli: CliRunner, cof
 def _servers(cli: CliRunner) -> list[dict[str, object]]:
     listed = json.loads(run_cli(cli, "list", "--json").stdout)  # type: ignore[attr-defined]
     return list(listed["servers"])
+
+
+def test_help_names_values_not_python_types(cli: CliRunner) -> None:
+    """Every command's help: `NAME`, `--env ENV`, never Typer's `{name}`, `<list[str]>` or `<float>`."""
+    import typer
+
+    from coffer.cli.commands import app
+
+    def paths(command: object, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        subs = getattr(command, "commands", {})
+        return [prefix] + [p for name, sub in subs.items() for p in paths(sub, (*prefix, name))]
+
+    every = paths(typer.main.get_command(app))
+    assert len(every) > 40
+    for path in every:
+        shown = run_cli(cli, *path, "--help").stdout  # type: ignore[attr-defined]
+        assert not re.search(r"<(str|int|float|bool|path|list\[\w+\])>|[^$]\{[a-z_]+\}", shown), (path, shown)
+
+
+def test_errors_under_json_are_json(cli: CliRunner) -> None:
+    failed = run_cli(cli, "show", "nope", "--json", code=3)
+    error = json.loads(failed.stdout)["error"]  # type: ignore[attr-defined]
+    assert error == {"message": "unknown server 'nope' (see `coffer list`)", "kind": "NotFoundError", "exit_code": 3}
+    assert "coffer: error: unknown server 'nope'" in failed.stderr  # type: ignore[attr-defined]
+    plain = run_cli(cli, "show", "nope", code=3)
+    assert plain.stdout == ""  # type: ignore[attr-defined]
