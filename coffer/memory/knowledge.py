@@ -259,13 +259,16 @@ def index_result(uri: str, title: str, pieces: Iterable[str]) -> int:
 
 def forget_results(uris: Iterable[str] | None = None) -> None:
     """Drop the passages of these kept results (None: of every kept result)."""
-    with _connect() as db, _write(db):
-        if uris is None:
-            db.execute("DELETE FROM knowledge_passages WHERE server = ?", [RESULTS_SOURCE])
-        else:
-            db.conn.executemany(
-                "DELETE FROM knowledge_passages WHERE server = ? AND uri = ?", [(RESULTS_SOURCE, u) for u in uris]
-            )
+    with _connect() as db:
+        db.execute("PRAGMA secure_delete = ON")  # the freed pages are zeroed, not left for a reader to find
+        with _write(db):
+            if uris is None:
+                db.execute("DELETE FROM knowledge_passages WHERE server = ?", [RESULTS_SOURCE])
+            else:
+                db.conn.executemany(
+                    "DELETE FROM knowledge_passages WHERE server = ? AND uri = ?", [(RESULTS_SOURCE, u) for u in uris]
+                )
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # and the write-ahead log that held them emptied
 
 
 # ------------------------------------------------------------------ retrieval

@@ -23,7 +23,7 @@ from coffer.ranking.pieces import PieceCache, learnt_file, load_learnt, save_lea
 from coffer.ranking.snapshot import load as snapshot_load
 from coffer.ranking.snapshot import save as snapshot_save
 from coffer.ranking.snapshot import snapshot_path
-from coffer.ranking.tokenize import expand_abbreviations, save_stem_cache, use_stem_cache
+from coffer.ranking.tokenize import expand_abbreviations, forget_stems, save_stem_cache, use_stem_cache
 
 if TYPE_CHECKING:
     import numpy as np
@@ -248,3 +248,20 @@ class Indexes:
         model = self.semantic.model if self.semantic is not None else None
         if isinstance(model, EmbeddingModel):
             save_learnt(model.pieces, learnt_file(self.cache_dir, model.model_id))
+
+
+DERIVED_FROM_TEXT = ("index", "vectors", "stems.json")  # under the cache dir (pieces: the model's and queries')
+
+
+def forget_derived(cache_dir: Path) -> None:
+    """Remove every cache built from texts (ranker snapshots, vectors, learned word pieces, stems), so
+    nothing of a text that was removed stays on disk; each is rebuilt on demand from what remains."""
+    import shutil
+
+    forget_stems()
+    for name in DERIVED_FROM_TEXT:
+        path = cache_dir / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

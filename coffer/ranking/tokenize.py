@@ -162,6 +162,12 @@ def use_stem_cache(path: Path) -> None:
     _stem_cache["loaded"] = len(_stems)
 
 
+def forget_stems() -> None:
+    """Drop the stems this process holds (and stop writing them back): the words of removed texts."""
+    _stems.clear()
+    _stem_cache.update(path=None, loaded=0)
+
+
 def save_stem_cache() -> None:
     """Write the stem cache when this run stemmed words it did not have (best effort: a cache)."""
     import json

@@ -12,10 +12,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from coffer.memory import knowledge as memory
+from coffer.ranking.index import forget_derived
 from coffer.results import archive
 from coffer.results.archive import Kept
 from coffer.results.preview import Measure
 from coffer.results.text import text_pieces
+from coffer.vault import paths
 
 WINDOW_CHARS = 256 * 1024  # indexed a piece at a time
 INDEX_CHARS = 8 * 1024 * 1024  # text of one kept result searchable by coffer__ask (a 50 MB log: its first 8 MB)
@@ -61,13 +63,18 @@ def show(value: str) -> tuple[Kept, dict[str, Any]]:
 
 
 def remove(value: str) -> Kept:
+    """One kept result, and everything derived from it (see `remove_all`)."""
     kept = archive.remove(value)
     memory.forget_results([kept.uri])
+    forget_derived(paths.cache_dir())
     return kept
 
 
 def remove_all() -> int:
-    """Every kept result, file, index row and coffer__ask passage."""
+    """Every kept result, file, index row and coffer__ask passage, with nothing of their words left
+    behind: the passages' pages zeroed and the database's log emptied, and the caches built from
+    texts (ranker snapshots, stems) dropped, to be rebuilt from what remains."""
     count = archive.remove_all()
     memory.forget_results(None)
+    forget_derived(paths.cache_dir())
     return count

@@ -222,8 +222,18 @@ def test_coffer_results_lists_shows_and_removes_everything(coffer_home: Path) ->
     missing: Any = run_cli(runner, "results", "rm", "f" * 32, code=3)  # not found
     assert "no kept result" in missing.stderr
     assert memory.search(WORD)["passages"]
+
+    def holding(word: bytes) -> list[str]:
+        """Every file under the vault's data that holds `word` (the database, its log, caches)."""
+        from coffer.vault import paths
+
+        return [str(p) for p in paths.data_dir().rglob("*") if p.is_file() and word in p.read_bytes()]
+
+    unique = WORD.encode()
+    assert holding(unique)  # the passages, the ranker's stems and snapshot: where it was found before
     run_cli(runner, "results", "rm", "--all")
     assert list(archive.directory().iterdir()) == []  # no file, no index left behind
+    assert holding(unique) == []  # nothing of it anywhere: no stem, no snapshot, no page, no WAL frame
     assert not memory.search(WORD)["passages"]
     run_cli(runner, "results", "rm", code=2)
 
