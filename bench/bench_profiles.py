@@ -1,8 +1,6 @@
-"""What profiles save a client per request: advertised tools and tokens (JSON chars / 4) over the 222 real
-tools of tests/data/real-servers.json, for no profile, a 40-tool cap and search mode. Prints figures only.
-
-  python bench/bench_profiles.py
-"""
+"""What profiles save a client per request: advertised tools and tokens (`coffer.gateway.advertise.tokens`,
+the one count) over the 222 real tools of tests/data/real-servers.json, for no profile, a 40-tool cap and
+search mode. Prints figures only."""
 
 from __future__ import annotations
 

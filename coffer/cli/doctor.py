@@ -84,7 +84,7 @@ def _show(report: object) -> None:
     total = report.total_tokens
     costly = ", ".join(f"{s.name} {s.tokens:,} ({100 * s.tokens // max(total, 1)}%)" for s in report.costliest())
     render.say(
-        f"advertised schemas: ~{total:,} tokens (chars/4), built-ins {report.builtin_tokens:,}"
+        f"advertised schemas: {total:,} tokens, built-ins {report.builtin_tokens:,}"
         + (f"; costliest: {costly}" if costly else "")
     )
     if report.failed:

@@ -80,9 +80,13 @@ def tools_result(
     return out[:cap] if cap is not None else out
 
 
-def tokens(tools_list: Sequence[dict[str, Any]]) -> int:
-    """What advertising these tools costs a client per request, roughly (JSON chars / 4)."""
-    return sum(len(json.dumps(t, separators=(",", ":"))) for t in tools_list) // 4
+def tokens(tools_list: Sequence[Mapping[str, Any]]) -> int:
+    """What advertising these tools costs a client per request: the tokens of each tool as tools/list
+    sends it (compact JSON, every field), counted with the tokenizer of the result cap
+    (coffer.results.tokens). The one definition: `doctor`, `list`, `show`, profiles and the console."""
+    from coffer.results.tokens import count
+
+    return sum(count(json.dumps(t, separators=(",", ":"), ensure_ascii=False)) for t in tools_list)
 
 
 __all__ = ["CALL", "Advertised", "select", "tokens", "tools_result"]

@@ -5,11 +5,11 @@ each serves, what it costs in tokens and what is wrong with it; writes nothing.
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coffer.errors import RegistryError
+from coffer.gateway import advertise
 from coffer.manage.probe import Progress, probe_servers, summary
 from coffer.manage.refresh import NOT_APPROVED
 from coffer.trust import curation
@@ -114,8 +114,7 @@ def _builtin_tokens() -> int:
     """The `coffer__*` built-ins are advertised beside the upstream tools, so they count too."""
     from coffer.gateway.builtins import tool_definitions
 
-    keys = ("name", "description", "inputSchema")
-    return sum(len(json.dumps({k: d.get(k) for k in keys})) // 4 for d in tool_definitions())
+    return advertise.tokens(tool_definitions())
 
 
 def _sandbox(cfg: ServerConfig) -> tuple[str, str]:
@@ -222,7 +221,7 @@ def _diagnose(
                 if reasons:
                     diag.notes.append(f"{t.name} held: its {reasons[0]}")
             diag.advertised = len(visible)
-            diag.tokens = sum(catalogue.schema_tokens(t) for t in visible)
+            diag.tokens = advertise.tokens([t.wire for t in visible])
         servers.append(diag)
     shared = {name: sorted(owners) for name, owners in sorted(served_by.items()) if len(owners) > 1}
     return Diagnosis(servers, shared, _builtin_tokens())

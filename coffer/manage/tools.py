@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coffer.errors import NotFoundError
+from coffer.gateway import advertise
 from coffer.manage.servers import trust_states
 from coffer.vault import catalogue, registry
 
@@ -70,7 +71,7 @@ def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
                     "enabled": t.tool not in off,
                     "server_enabled": cfg.enabled,
                     "held": t.name in held or t.tool in held,
-                    "tokens": catalogue.schema_tokens(t),
+                    "tokens": advertise.tokens([t.wire]),
                     "description": t.description,
                 }
             )

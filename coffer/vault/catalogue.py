@@ -313,10 +313,3 @@ def find_tool(snapshot: Snapshot | None, server: str, name: str, prefix: str | N
         if name in (tool.tool, tool.name, tool.name.partition(SEP)[2]):
             return tool
     return None
-
-
-def schema_tokens(tool: CatalogueTool) -> int:
-    """Rough token cost of advertising a tool (chars/4, as listed), for `coffer doctor`."""
-    schema = tool.wire.get("inputSchema", tool.input_schema)
-    body = json.dumps({"name": tool.name, "description": tool.description, "inputSchema": schema})
-    return len(body) // 4
