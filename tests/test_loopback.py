@@ -6,6 +6,7 @@ client waits up to 40 ms per call for the delayed ACK that releases uvicorn's la
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from contextlib import suppress
@@ -56,7 +57,7 @@ async def test_serve_http_connections_have_nodelay() -> None:
     listener = tcp_listener(0)
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serve.serve_on, gateway, listener, "t" * 32)
+        tg.start_soon(functools.partial(serve.server(gateway, "t" * 32).serve, sockets=[listener]))
         assert await nodelay_of_a_connection(listener.getsockname()[1]) == 1
         tg.cancel_scope.cancel()
 
@@ -95,7 +96,7 @@ async def test_the_gateway_answers_over_the_listener() -> None:
     port = listener.getsockname()[1]
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serve.serve_on, gateway, listener, "t" * 32)
+        tg.start_soon(functools.partial(serve.server(gateway, "t" * 32).serve, sockets=[listener]))
         async with httpx2.AsyncClient() as http:
             for _ in range(3):
                 response = await http.post(f"http://127.0.0.1:{port}/mcp", json={})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -239,7 +240,7 @@ async def test_an_unknown_protocol_version_header_is_named_as_such(coffer_home: 
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serving.serve_on, gateway, listener, None)
+        tg.start_soon(functools.partial(serving.server(gateway, None).serve, sockets=[listener]))
         async with httpx2.AsyncClient(timeout=10) as http:
             for bad in ("2099-01-01", "not-a-version"):
                 response = await http.post(url, json=body, headers=headers | {"MCP-Protocol-Version": bad})
@@ -273,7 +274,7 @@ async def test_an_idle_kept_alive_connection_is_left_for_the_client_to_close() -
     port = listener.getsockname()[1]
     gateway = Gateway(host_wait=None)
     async with gateway.running(), anyio.create_task_group() as tg:
-        tg.start_soon(serving.serve_on, gateway, listener, None)
+        tg.start_soon(functools.partial(serving.server(gateway, None).serve, sockets=[listener]))
         async with await anyio.connect_tcp("127.0.0.1", port) as conn:
             for wait in (0.0, 5.5):  # the second request after longer than httpx's (and uvicorn's) 5 s
                 await anyio.sleep(wait)
