@@ -72,6 +72,23 @@ def hashed_name(name: str) -> str:
     return f"{base}-{hashlib.sha256(name.encode()).hexdigest()[:6]}"
 
 
+def launch_of(raw: Any) -> tuple[str, list[str], dict[str, str]] | None:
+    """command, args and env of a client's entry, in each client's shape: mcpServers-style, Codex's TOML,
+    Zed's nested command, opencode's command list, Goose's `cmd`/`envs`; None for a URL or else."""
+    if not isinstance(raw, dict):
+        return None
+    command: Any = raw.get("command", raw.get("cmd"))
+    args: Any = raw.get("args", [])
+    env: Any = raw.get("env", raw.get("environment", raw.get("envs", {})))
+    if isinstance(command, dict):  # Zed: "command": {"path": ..., "args": [...], "env": {...}}
+        command, args, env = command.get("path"), command.get("args", []), command.get("env", {})
+    if isinstance(command, list) and command:  # opencode: "command": ["coffer", "serve"]
+        command, args = command[0], command[1:]
+    if not isinstance(command, str) or not isinstance(args, list):
+        return None
+    return command, [str(a) for a in args], env if isinstance(env, dict) else {}
+
+
 def is_coffer_serve(command: str | None, args: list[str]) -> bool:
     """True for `coffer serve`, `/x/bin/coffer serve`, `python -m coffer serve`, `uvx coffer serve` ..."""
     if not command:

@@ -135,14 +135,14 @@ def plan_install(
 
 
 def _is_serve(raw: dict[str, Any]) -> bool:
-    args: list[Any] = raw["args"] if isinstance(raw.get("args"), list) else []
-    return isinstance(raw.get("command"), str) and common.is_coffer_serve(raw["command"], [str(a) for a in args])
+    launch = common.launch_of(raw)
+    return launch is not None and common.is_coffer_serve(launch[0], launch[1])
 
 
 def _launch_of(raw: Any) -> str:
-    if isinstance(raw, dict) and isinstance(raw.get("command"), str):
-        args: list[Any] = raw["args"] if isinstance(raw.get("args"), list) else []
-        return " ".join([raw["command"], *map(str, args)])
+    launch = common.launch_of(raw)
+    if launch is not None:
+        return " ".join([launch[0], *launch[1]])
     if isinstance(raw, dict) and isinstance(raw.get("url"), str):
         return str(raw["url"])
     return "something else"

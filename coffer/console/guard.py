@@ -47,8 +47,9 @@ class Guard:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         method = scope["method"]
+        page = _wants_page(scope, headers)  # a person's browser, not the console's own fetch
         if headers.get("host") not in self.hosts:
-            await _answer(send, 403, "this console answers only on its loopback address")
+            await _answer(send, 403, "this console answers only on its loopback address", page)
             return
         origin = headers.get("origin")
         if origin is not None and origin not in self.origins:
@@ -58,13 +59,13 @@ class Guard:
         given = query.get("token")
         if given is not None and method in SAFE:
             if not self._is_token(given):
-                await _answer(send, 401, "wrong token: open the URL `coffer ui` printed")
+                await _answer(send, 401, "wrong token: open the URL `coffer ui` printed", page)
                 return
             rest = urlencode([(k, v) for k, v in query.items() if k != "token"])
             await self._enter(send, scope["path"] + (f"?{rest}" if rest else ""))
             return
         if not self._holds_token(headers):
-            await _answer(send, 401, "no token: open the URL `coffer ui` printed")
+            await _answer(send, 401, "no token: open the URL `coffer ui` printed", page)
             return
         is_json = headers.get("content-type", "").startswith("application/json")
         if method not in SAFE and (origin is None or not is_json):
@@ -104,8 +105,27 @@ def _with_headers(send: Send) -> Send:
     return wrapped
 
 
-async def _answer(send: Send, status: int, text: str) -> None:
-    body = json.dumps({"error": text}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *HEADERS]
+def _wants_page(scope: Scope, headers: dict[str, str]) -> bool:
+    """A browser navigating to a page (not /api/, HTML accepted) is answered with a page, not JSON."""
+    return not str(scope.get("path", "")).startswith("/api/") and "text/html" in headers.get("accept", "")
+
+
+PAGE = (
+    "<!doctype html><html lang=en><meta charset=utf-8><title>Coffer console</title>"
+    "<h1>Coffer console</h1><p>{text}.</p><p>Run <code>coffer ui</code> in a terminal and open the URL "
+    "it prints: it carries this session's token, which the console then keeps in a cookie.</p></html>"
+)
+
+
+async def _answer(send: Send, status: int, text: str, page: bool = False) -> None:
+    if page:
+        import html
+
+        body = PAGE.format(text=html.escape(text.split(":")[0].capitalize())).encode()
+        kind = b"text/html; charset=utf-8"
+    else:
+        body = json.dumps({"error": text}).encode()
+        kind = b"application/json"
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode()), *HEADERS]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

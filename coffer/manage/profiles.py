@@ -73,7 +73,7 @@ def clients_by_profile() -> dict[str, list[str]]:
             except CofferError:
                 continue
             for _name, raw in entries:
-                launch = _serve_launch(raw)
+                launch = common.launch_of(raw)
                 if launch is None or not common.is_coffer_serve(*launch[:2]) or not _this_vault(launch[2]):
                     continue
                 args = launch[1]
@@ -81,22 +81,6 @@ def clients_by_profile() -> dict[str, list[str]]:
                 where = client.label if source.scope == "user" else f"{client.label} ({source.project})"
                 out.setdefault(profile, []).append(where)
     return out
-
-
-def _serve_launch(raw: Any) -> tuple[str, list[str], dict[str, str]] | None:
-    """command, args and env of a client entry (mcpServers-style, Codex's TOML, Zed's nested command)."""
-    if not isinstance(raw, dict):
-        return None
-    command: Any = raw.get("command")
-    args: Any = raw.get("args", [])
-    env: Any = raw.get("env", raw.get("environment", {}))
-    if isinstance(command, dict):  # Zed: "command": {"path": ..., "args": [...], "env": {...}}
-        command, args, env = command.get("path"), command.get("args", []), command.get("env", {})
-    if isinstance(command, list) and command:  # opencode: "command": ["coffer", "serve"]
-        command, args = command[0], command[1:]
-    if not isinstance(command, str) or not isinstance(args, list):
-        return None
-    return command, [str(a) for a in args], env if isinstance(env, dict) else {}
 
 
 def _this_vault(env: dict[str, str]) -> bool:

@@ -67,10 +67,16 @@ def console_home(coffer_home: Path) -> Path:
 
     (coffer_home.parent / "home").mkdir(exist_ok=True)
     build()
-    # Claude Code and Codex run `coffer serve --profile coding` and plain `coffer serve`: the profiles page
-    # names them (their files written by `coffer install`, in this test's HOME)
+    # Claude Code, Codex and goose run `coffer serve --profile coding`, plain `coffer serve` and `--profile
+    # lean`: the profiles page names them (their files written by `coffer install`, in this test's HOME;
+    # goose's config says `cmd` and `envs`)
     env = console_env(coffer_home)
-    for argv in (["install", "claude-code", "--profile", "coding"], ["install", "codex", "--force"]):
+    installs = (
+        ["install", "claude-code", "--profile", "coding"],
+        ["install", "codex", "--force"],
+        ["install", "goose", "--profile", "lean", "--force"],
+    )
+    for argv in installs:
         done = subprocess.run([sys.executable, "-m", "coffer", *argv], env=env, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
     return coffer_home

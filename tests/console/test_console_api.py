@@ -123,7 +123,7 @@ def test_figures_are_the_clis(console: Console, console_home: Path) -> None:
         assert profiles[name]["advertised"] == listed_profiles[name]["advertised"]
         assert profiles[name]["tokens"] == listed_profiles[name]["tokens"]
     assert profiles["coding"]["clients"] == ["Claude Code"]
-    assert profiles[None]["clients"] == ["Codex"] and profiles["lean"]["clients"] == []
+    assert profiles[None]["clients"] == ["Codex"] and profiles["lean"]["clients"] == ["goose"]
     assert profiles["coding"]["advertised"] <= 40 < profiles[None]["advertised"]
 
 

@@ -220,3 +220,26 @@ def test_untrusted_text_stays_text(browser: Any, console_home: Path) -> None:
     finally:
         context.close()
         stop_console(running)
+
+
+def test_a_visit_without_the_token_gets_a_page_that_says_what_to_do(browser: Any, console: Console) -> None:
+    """A bookmark or a copied URL without its token: a page that says to open the URL `coffer ui` printed,
+    not raw JSON; the console's own API still answers JSON."""
+    context = browser.new_context()
+    tab = context.new_page()
+    try:
+        answer = tab.goto(console.base + "/")
+        assert answer is not None and answer.status == 401
+        assert tab.locator("h1").inner_text() == "Coffer console"
+        body = tab.locator("body").inner_text()
+        assert "No token." in body and "coffer ui" in body and "{" not in body
+        wrong = tab.goto(console.base + "/?token=wrong")
+        assert wrong is not None and wrong.status == 401 and "Wrong token." in tab.locator("body").inner_text()
+        api = tab.goto(console.base + "/api/servers")
+        assert (
+            api is not None
+            and api.status == 401
+            and api.json() == {"error": "no token: open the URL `coffer ui` printed"}
+        )
+    finally:
+        context.close()
