@@ -4,8 +4,10 @@ print and what it changes is what `coffer enable/disable/approve` would write.""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -56,7 +58,14 @@ def overview(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     from coffer.engine import control
     from coffer.vault import paths
 
-    return {"registry": str(paths.registry_path()), "engine": control.status(), "now": time.time()}
+    return {"registry": _tilde(paths.registry_path()), "engine": control.status(), "now": time.time()}
+
+
+def _tilde(path: Path) -> str:
+    """A path under the user's home as `~/...`, as a person writes it (and as a screenshot may show it)."""
+    with contextlib.suppress(ValueError, RuntimeError):
+        return "~/" + str(path.relative_to(Path.home()))
+    return str(path)
 
 
 def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:

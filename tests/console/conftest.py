@@ -26,7 +26,7 @@ class Console:
 def console_env(home: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["COFFER_HOME"] = str(home)
-    env["HOME"] = str(home.parent / "home")  # the clients' files the profiles page reads
+    env["HOME"] = str(home.parent)  # the clients' files the profiles page reads; the vault is ~/vault
     env["PYTHONPATH"] = str(ROOT)
     return env
 
@@ -65,7 +65,6 @@ def console_home(coffer_home: Path) -> Path:
     """The 16 real servers' vault (tests/console/vault.py) under this test's COFFER_HOME."""
     from tests.console.vault import build
 
-    (coffer_home.parent / "home").mkdir(exist_ok=True)
     build()
     # Claude Code, Codex and goose run `coffer serve --profile coding`, plain `coffer serve` and `--profile
     # lean`: the profiles page names them (their files written by `coffer install`, in this test's HOME;

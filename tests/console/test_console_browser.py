@@ -9,7 +9,9 @@ that a failure.
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +103,12 @@ def test_servers_page_reviews_and_approves(page: Any, console_home: Path, shots:
     assert page.locator("tr[data-server=fetch] .badge").inner_text() == "needs approval"
     assert page.locator("tr[data-server=time] .badge").inner_text() == "tools held"
     assert page.locator("tr[data-server=github] td").nth(3).inner_text() == "26/26"
+    launch = page.locator("tr[data-server=filesystem] details.launch")  # too long to show whole at first
+    whole = "npx -y @modelcontextprotocol/server-filesystem /tmp/projects/coffer /tmp/projects/notes"
+    assert launch.locator("summary").inner_text().endswith("…") and not launch.locator("code").is_visible()
+    launch.locator("summary").click()
+    assert launch.locator("code").is_visible() and launch.locator("code").inner_text() == whole
+    assert page.locator("tr[data-server=time] div.launch").inner_text() == "uvx mcp-server-time --local-timezone UTC"
     shoot(page, shots, "servers")
 
     page.locator("tr[data-server=time] button:has-text('Review')").click()
@@ -169,6 +177,11 @@ def test_log_page_charts_the_calls(page: Any, shots: Path) -> None:
     never = set(page.locator("#never-called li").all_inner_texts())
     assert called and all(name.split("__")[0] in page.locator("#servers-stats").inner_text() for name in called)
     assert never and not called & never  # a tool called in the window is not "never called"
+    ticks = page.locator("#timeline text.tick")  # 7 days: each label says its day, at even steps
+    xs = [float(ticks.nth(i).get_attribute("x")) for i in range(ticks.count())]
+    assert 3 <= len(xs) <= 6 and len({round(b - a, 3) for a, b in itertools.pairwise(xs)}) == 1
+    days = ticks.all_text_contents()
+    assert all(re.search(r"[A-Z][a-z]{2} \d{1,2}\b.*\d{2}:\d{2}", t) for t in days), days
     shoot(page, shots, "log")
     page.click("button:has-text('1h')")
     page.wait_for_selector("main[data-page=log][aria-busy=false] button[aria-pressed=true]:has-text('1h')")

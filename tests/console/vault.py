@@ -20,7 +20,10 @@ DATA = Path(__file__).parents[1] / "data" / "real-servers.json"
 TOKEN = "${secret:PLACEHOLDER}"
 LAUNCH: dict[str, tuple[list[str], dict[str, str]]] = {
     "everything": (["npx", "-y", "@modelcontextprotocol/server-everything", "stdio"], {}),
-    "filesystem": (["npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp"], {}),
+    "filesystem": (  # two allowed folders: a launch line longer than the Servers page shows at first
+        ["npx", "-y", "@modelcontextprotocol/server-filesystem", "/tmp/projects/coffer", "/tmp/projects/notes"],
+        {},
+    ),
     "memory": (["npx", "-y", "@modelcontextprotocol/server-memory"], {"MEMORY_FILE_PATH": "/tmp/memory.jsonl"}),
     "sequential-thinking": (["npx", "-y", "@modelcontextprotocol/server-sequential-thinking"], {}),
     "github": (["npx", "-y", "@modelcontextprotocol/server-github"], {"GITHUB_PERSONAL_ACCESS_TOKEN": TOKEN}),

@@ -119,7 +119,7 @@ async function serversPage(root) {
     const procs = row.processes || [];
     const lastError = row.list_error || procs.map((p) => p.last_error).find(Boolean);
     const tr = el("tr", { "data-server": row.name },
-      el("td", {}, el("b", {}, row.name), el("div", { class: "muted launch" }, row.transport === "http" ? row.url : firstLine([row.command, ...row.args].join(" "), 70))),
+      el("td", {}, el("b", {}, row.name), launchLine(row.transport === "http" ? row.url : [row.command, ...row.args].join(" "))),
       el("td", {}, stateBadge(row.state)),
       el("td", { class: "process" }, procs.length ? procs.map(processLine) : el("span", { class: "muted" }, "not started")),
       el("td", { class: "num" }, row.tools ? `${row.tools.enabled}/${row.tools.total}` : "?"),
@@ -213,6 +213,13 @@ async function toolsPage(root) {
   root.append(el("table", { id: "tools" },
     el("thead", {}, el("tr", {}, ["enabled", "tool", "server", "tokens", "description"].map((h) =>
       el("th", { class: h === "tokens" ? "num" : null }, h)))), body));
+}
+
+// a long launch line opens to its whole text (masked as `coffer list` masks it), a short one is shown as is
+function launchLine(text, limit = 70) {
+  const line = text || "";
+  if (line.length <= limit) return el("div", { class: "muted launch" }, line);
+  return el("details", { class: "muted launch" }, el("summary", {}, firstLine(line, limit)), el("code", { class: "whole" }, line));
 }
 
 function firstLine(text, limit) {
@@ -323,12 +330,15 @@ function timelineChart(timeline) {
     if (h > 0) node.append(svg("rect", { x: x + 1, y: height - bottom - h, width: Math.max(step - 2, 1), height: h, fill: "#7fa0e8", "data-calls": p.calls }, title));
     if (hf > 0) node.append(svg("rect", { x: x + 1, y: height - bottom - hf, width: Math.max(step - 2, 1), height: hf, fill: "#c0392b" }));
   });
-  const labels = Math.min(6, points.length);
-  for (let j = 0; j < labels; j++) {
-    const i = Math.floor((j * (points.length - 1)) / Math.max(labels - 1, 1));
+  // at most six labels, evenly every `every` bars; a chart longer than a day says the day at each label
+  const span = points.length ? points[points.length - 1].start - points[0].start + timeline.bucket_s : 0;
+  const every = Math.max(1, Math.ceil(points.length / 6));
+  const day = { month: "short", day: "numeric" }, clock = { hour: "2-digit", minute: "2-digit" };
+  for (let i = 0; i < points.length; i += every) {
     const d = new Date(points[i].start * 1000);
-    const text = timeline.bucket_s >= 86400 ? d.toLocaleDateString() : d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-    node.append(svg("text", { x: left + i * step, y: height - 6 }, text));
+    const text = timeline.bucket_s >= 86400 ? d.toLocaleDateString([], day)
+      : span > 86400 ? d.toLocaleString([], { ...day, ...clock }) : d.toLocaleTimeString([], clock);
+    node.append(svg("text", { x: left + i * step, y: height - 6, class: "tick" }, text));
   }
   return node;
 }
@@ -415,6 +425,7 @@ async function change(work, done) {
 async function render(page, arg) {
   current = { page, arg };
   const root = document.getElementById("page");
+  root.setAttribute("aria-busy", "true");  // the page on screen is about to be replaced: say so at once
   for (const a of document.querySelectorAll("nav a")) {
     if (a.dataset.page === page) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
   }
