@@ -80,11 +80,14 @@ def parse_search(argv: Sequence[str]) -> tuple[str, int, bool, str] | None:
 def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
     """Rank the saved catalogue and print the result: the body of `coffer search` on either path."""
     from coffer.cli import render
-    from coffer.manage.search import search_snapshot
+    from coffer.manage.search import hidden_note, search_snapshot
 
     result = search_snapshot(query, top_k, ranker)
     if result.note:
         render.say(result.note)
+    hidden = hidden_note(result.hidden)
+    if hidden:
+        render.say(hidden)
     if as_json:
         render.print_json(
             {
@@ -93,6 +96,7 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
                 "ranker": result.ranker,
                 "total_searched": result.total,
                 "tools": [{"name": d.id, "description": d.text, "score": s} for d, s in result.hits],
+                "hidden": result.hidden,
             }
         )
         return

@@ -135,7 +135,14 @@ def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
         {"name": d.id, "description": d.text, "score": s, "parts": parts}
         for (d, s), parts in zip(result.hits, result.parts or [{} for _ in result.hits], strict=True)
     ]
-    return {"query": query, "ranker": result.ranker, "total_searched": result.total, "note": result.note, "tools": hits}
+    return {
+        "query": query,
+        "ranker": result.ranker,
+        "total_searched": result.total,
+        "note": result.note,
+        "tools": hits,
+        "hidden": result.hidden,  # matches the user has not let agents see, counted (coffer search says the same)
+    }
 
 
 def usage(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:

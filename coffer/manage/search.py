@@ -5,6 +5,9 @@ Only tools an agent may see are ranked (`coffer.trust.curation.visible_tools`).
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
+
 from coffer.errors import NotFoundError, UsageError
 from coffer.ranking import RankResult, search_tools
 from coffer.trust import curation
@@ -29,5 +32,26 @@ def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool 
     reg = registry.load()
     with Pins.read() as pins:  # read only, on the standard library's sqlite3: no migration, no sqlite_utils
         tools = curation.visible_tools(reg, snapshot, pins)
+        hidden = curation.hidden_tools(reg, snapshot, pins)
     # remember_words: the next `coffer search` with this query's new words needs no tokenizer
-    return search_tools(tools, query, k, mode=mode, cache_dir=paths.cache_dir(), remember_words=True, explain=explain)
+    cache = paths.cache_dir()
+    result = search_tools(tools, query, k, mode=mode, cache_dir=cache, remember_words=True, explain=explain)
+    if hidden:  # how many of the best k over every tool the user could not be shown, and why
+        why = {t.name: (t.server, reason, fix) for t, reason, fix in hidden}
+        everything = search_tools([*tools, *(t for t, _, _ in hidden)], query, k, mode=mode, cache_dir=cache)
+        counts = Counter(why[d.id] for d, _ in everything.hits if d.id in why)
+        shown = [{"server": srv, "count": n, "why": why_, "fix": fix} for (srv, why_, fix), n in sorted(counts.items())]
+        result = dataclasses.replace(result, hidden=shown)
+    return result
+
+
+def hidden_note(hidden: list[dict[str, object]]) -> str | None:
+    """One line for the matches a search could not show: `2 matching tools of time are awaiting
+    approval: coffer approve time`; None when there were none."""
+    if not hidden:
+        return None
+    parts = []
+    for h in hidden:
+        tools = "tool is" if h["count"] == 1 else "tools are"
+        parts.append(f"{h['count']} matching {tools} {h['why']} ({h['server']}): `{h['fix']}`")
+    return "not shown: " + "; ".join(parts)

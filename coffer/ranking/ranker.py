@@ -48,6 +48,8 @@ class RankResult:
     # per hit, what its score is made of (`Ranker.parts` at the doc; "implied": 1.0 when the hit was
     # placed for a need the query implies and took the score of the place it was given)
     parts: list[dict[str, float]] | None = None
+    # matches an agent may not see, counted, never named: [{"server", "count", "why", "fix"}]
+    hidden: list[dict[str, object]] = dataclasses.field(default_factory=list)
 
 
 def _unweighted(params: BM25Params | None) -> BM25Params:

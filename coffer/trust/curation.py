@@ -53,3 +53,25 @@ def visible_tools(registry: Registry, snapshot: Snapshot | None, pins: Pins | No
         out.extend(curate(registry, pins, cfg.name, server_tools(snapshot, cfg.name, cfg.exposed_prefix)))
     out.sort(key=lambda t: t.name)
     return out
+
+
+def hidden_tools(registry: Registry, snapshot: Snapshot | None, pins: Pins) -> list[tuple[CatalogueTool, str, str]]:
+    """The snapshot's tools an agent may not see, each with why in a few words and what shows it:
+    (tool, "disabled" | "awaiting approval", "coffer enable X" | "coffer approve X"). Searches say how
+    many of their matches these are, never the tools themselves."""
+    out: list[tuple[CatalogueTool, str, str]] = []
+    for name, cfg in registry.servers.items():
+        tools = server_tools(snapshot, name, cfg.exposed_prefix)
+        if not tools:
+            continue
+        server_why = refusal(registry, pins, name)
+        for t in tools:
+            if server_why is None and refusal(registry, pins, name, t.tool, t.name) is None:
+                continue
+            if not cfg.enabled:
+                out.append((t, "disabled", f"coffer enable {name}"))
+            elif t.tool in cfg.disabled_tools or t.name in cfg.disabled_tools:
+                out.append((t, "disabled", f"coffer enable {t.name}"))
+            else:  # its launch config or the tool itself waits for the user's review
+                out.append((t, "awaiting approval", f"coffer approve {name}"))
+    return out

@@ -108,17 +108,25 @@ def test_held_tools_and_unapproved_servers_are_not_searched(cli: CliRunner, real
     doc["servers"]["playwright"]["args"] = ["--now-loads-other-code"]  # a hand edit: not approved
     path.write_text(tomlkit.dumps(doc))
 
-    data = json.loads(run_cli(cli, "search", "create a pull request", "--json", "-k", "20").stdout)
+    found = run_cli(cli, "search", "create a pull request", "--json", "-k", "20")
+    data = json.loads(found.stdout)  # type: ignore[attr-defined]
     names = [t["name"] for t in data["tools"]]
     assert "github__create_pull_request" not in names and "github__merge_pull_request" in names
     assert data["total_searched"] == 222 - 1 - playwright
+    # what matched but is not shown is counted, with why and what shows it: never named
+    held = {"server": "github", "count": 1, "why": "awaiting approval", "fix": "coffer approve github"}
+    assert held in data["hidden"] and "github__create_pull_request" not in json.dumps(data["hidden"])
+    assert "1 matching tool is awaiting approval (github): `coffer approve github`" in found.stderr  # type: ignore[attr-defined]
     shot = json.loads(run_cli(cli, "search", "take a screenshot of the page", "--json", "-k", "20").stdout)
     assert shot["tools"] and not any(t["name"].startswith("playwright__") for t in shot["tools"])
+    (unapproved,) = [h for h in shot["hidden"] if h["server"] == "playwright"]
+    assert unapproved["count"] >= 1 and unapproved["fix"] == "coffer approve playwright"
 
     run_cli(cli, "approve", "github__create_pull_request")
-    run_cli(cli, "approve", "playwright")
+    run_cli(cli, "approve", "playwright", "--no-probe")
     data = json.loads(run_cli(cli, "search", "create a pull request", "--json", "-k", "3").stdout)
     assert "github__create_pull_request" in [t["name"] for t in data["tools"]] and data["total_searched"] == 222
+    assert data["hidden"] == []
 
 
 @pytest.mark.parametrize(

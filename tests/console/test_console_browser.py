@@ -160,6 +160,19 @@ def test_tools_page_toggles_and_searches(page: Any, console_home: Path, shots: P
     assert first.locator("svg rect").count() >= 2  # the score bar, in parts
     # the disabled tool is no longer searchable, as for `coffer search`
     assert page.locator("#hits tr[data-hit=github__create_issue]").count() == 0
+    page.get_by_label("search tools").fill("create an issue")  # ... but it is counted, with how to show it
+    page.click("form button:has-text('Search')")
+    hidden = page.locator(".hidden-matches[data-server=github]")
+    hidden.wait_for()
+    assert hidden.inner_text() == "1 matching tool is disabled (github): coffer enable github__create_issue"
+    page.get_by_label("search tools").fill("what time is it now")
+    page.click("form button:has-text('Search')")
+    page.wait_for_selector(".hidden-matches[data-server=time]")  # its changed tool is held for review
+    assert (
+        "awaiting approval (time): coffer approve time"
+        in page.locator(".hidden-matches[data-server=time]").inner_text()
+    )
+    assert page.locator("#hits tr[data-hit=time__get_current_time]").count() == 0
     shoot(page, shots, "tools")
 
 

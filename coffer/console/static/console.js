@@ -239,8 +239,11 @@ async function runSearch(query, results) {
     results.replaceChildren(el("p", { class: "error" }, err.message));
     return;
   }
+  // matches the user has not let agents see: how many, why, and what shows them (never the tools)
+  const hidden = (data.hidden || []).map((h) => el("p", { class: "muted hidden-matches", "data-server": h.server },
+    `${h.count} matching ${h.count === 1 ? "tool is" : "tools are"} ${h.why} (${h.server}): `, el("code", {}, h.fix)));
   if (!data.tools.length) {
-    results.replaceChildren(el("p", { class: "muted" }, `No tool matches (${data.total_searched} searched with ${data.ranker}).`));
+    results.replaceChildren(el("p", { class: "muted" }, `No tool matches (${data.total_searched} searched with ${data.ranker}).`), ...hidden);
     return;
   }
   const top = Math.max(...data.tools.map((t) => t.score), 1e-9);
@@ -259,7 +262,7 @@ async function runSearch(query, results) {
   results.replaceChildren(
     el("div", { class: "legend" }, `${data.ranker} ranker, ${data.total_searched} tools searched`,
       ...PARTS.map(([key, , label]) => el("span", {}, el("i", { class: `sw-${key}` }), label))),
-    el("table", { id: "hits" }, body));
+    el("table", { id: "hits" }, body), ...hidden);
 }
 
 function scoreBar(parts, top) {
