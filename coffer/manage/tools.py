@@ -62,7 +62,8 @@ def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for name, cfg in sorted(reg.servers.items()):
         off, held = set(cfg.disabled_tools), set(states[name]["held"])
-        for t in catalogue.server_tools(snap, name, cfg.exposed_prefix):
+        tools = catalogue.server_tools(snap, name, cfg.exposed_prefix)
+        for t, cost in zip(tools, advertise.tokens_each([t.wire for t in tools]), strict=True):
             rows.append(
                 {
                     "name": t.name,
@@ -71,7 +72,7 @@ def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
                     "enabled": t.tool not in off,
                     "server_enabled": cfg.enabled,
                     "held": t.name in held or t.tool in held,
-                    "tokens": advertise.tokens([t.wire]),
+                    "tokens": cost,
                     "description": t.description,
                 }
             )
