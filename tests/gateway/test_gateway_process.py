@@ -210,9 +210,10 @@ async def test_a_vault_edit_reaches_running_upstreams_at_once(coffer_home: Path,
         beta = host_pid(text(await s.call("beta__pid")))
         assert alive(alpha) and alive(beta)
         await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "remove", "alpha"))
-        await wait_for(lambda: not alive(alpha), timeout=5, what="the removed server to stop")
+        # bounded, not timed: the watcher looks twice a second, and the bug kept it for minutes
+        await wait_for(lambda: not alive(alpha), timeout=20, what="the removed server to stop")
         await anyio.to_thread.run_sync(lambda: run_cli(CliRunner(), "disable", "beta"))
-        await wait_for(lambda: not alive(beta), timeout=5, what="the disabled server to stop")
+        await wait_for(lambda: not alive(beta), timeout=20, what="the disabled server to stop")
 
 
 async def test_a_registry_that_does_not_parse_is_never_served_as_an_empty_vault(
