@@ -1,4 +1,4 @@
-"""What profiles save a client per request: advertised tools and tokens (`coffer.gateway.advertise.tokens`,
+"""What profiles save a client per request: advertised tools and tokens (`coffer.results.tokens.tool_tokens`,
 the one count) over the 222 real tools of tests/data/real-servers.json, for no profile, a 40-tool cap and
 search mode. Prints figures only."""
 

@@ -9,9 +9,7 @@ an agent may call, `coffer__call_tool` is advertised too, so nothing becomes unr
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,56 +80,11 @@ def tools_result(
 
 
 def tokens(tools_list: Sequence[Mapping[str, Any]]) -> int:
-    """What advertising these tools costs a client per request: the tokens of each tool as tools/list
-    sends it (compact JSON, every field), counted with the tokenizer of the result cap
-    (coffer.results.tokens). The one definition: `doctor`, `list`, `show`, profiles and the console."""
-    return sum(tokens_each(tools_list))
+    """What advertising these tools costs a client per request (`coffer.results.tokens.tool_tokens`,
+    the one definition: `doctor`, `list`, profiles and the console)."""
+    from coffer.results.tokens import tool_tokens
+
+    return sum(tool_tokens(tools_list))
 
 
-def tokens_each(tools_list: Sequence[Mapping[str, Any]]) -> list[int]:
-    """`tokens` per tool. Counts are kept by a hash of the tool's JSON (no text) in the cache dir, so
-    `coffer list` and the console load the tokenizer only for tools they have not counted before."""
-    import hashlib
-
-    texts = [json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in tools_list]
-    keys = [hashlib.sha256(text.encode()).hexdigest()[:20] for text in texts]
-    known = _counted()
-    missing = [i for i, key in enumerate(keys) if key not in known]
-    if missing:
-        from coffer.results.tokens import count
-
-        for i in missing:
-            known[keys[i]] = count(texts[i])
-        _save_counted(known)
-    return [known[key] for key in keys]
-
-
-_COUNTED: dict[str, int] = {}
-COUNTED_MAX = 20_000  # counts kept on disk (a vault's tools, several versions of each)
-
-
-def _counted_path() -> Any:
-    from coffer.vault import paths
-
-    return paths.cache_dir() / "tokens.json"
-
-
-def _counted() -> dict[str, int]:
-    if not _COUNTED:
-        with contextlib.suppress(OSError, ValueError, TypeError):
-            data = json.loads(_counted_path().read_text(encoding="utf-8"))
-            if isinstance(data, dict) and data.get("version") == 1 and isinstance(data.get("counts"), dict):
-                _COUNTED.update({k: int(v) for k, v in data["counts"].items() if isinstance(v, int)})
-    return _COUNTED
-
-
-def _save_counted(known: dict[str, int]) -> None:
-    """Best effort: a cache."""
-    from coffer.vault.fsutil import atomic_write
-
-    keep = dict(list(known.items())[-COUNTED_MAX:])
-    with contextlib.suppress(OSError):
-        atomic_write(_counted_path(), json.dumps({"version": 1, "counts": keep}))
-
-
-__all__ = ["CALL", "Advertised", "select", "tokens", "tokens_each", "tools_result"]
+__all__ = ["CALL", "Advertised", "select", "tokens", "tools_result"]

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coffer.errors import RegistryError
-from coffer.gateway import advertise
 from coffer.manage.probe import Progress, probe_servers, summary
 from coffer.manage.refresh import NOT_APPROVED
+from coffer.results.tokens import tool_tokens
 from coffer.trust import curation
 from coffer.vault import catalogue, registry
 from coffer.vault.registry import SEP, ServerConfig
@@ -114,7 +114,7 @@ def _builtin_tokens() -> int:
     """The `coffer__*` built-ins are advertised beside the upstream tools, so they count too."""
     from coffer.gateway.builtins import tool_definitions
 
-    return advertise.tokens(tool_definitions())
+    return sum(tool_tokens(tool_definitions()))
 
 
 def _sandbox(cfg: ServerConfig) -> tuple[str, str]:
@@ -221,7 +221,7 @@ def _diagnose(
                 if reasons:
                     diag.notes.append(f"{t.name} held: its {reasons[0]}")
             diag.advertised = len(visible)
-            diag.tokens = advertise.tokens([t.wire for t in visible])
+            diag.tokens = sum(tool_tokens([t.wire for t in visible]))
         servers.append(diag)
     shared = {name: sorted(owners) for name, owners in sorted(served_by.items()) if len(owners) > 1}
     return Diagnosis(servers, shared, _builtin_tokens())

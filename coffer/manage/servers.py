@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError
-from coffer.gateway import advertise
 from coffer.manage.probe import probe_configs
 from coffer.manage.refresh import Refreshed, probe_and_record, refresh
 from coffer.memory import knowledge as memory
+from coffer.results.tokens import tool_tokens
 from coffer.trust import oauth_store
 from coffer.trust.pinning import Pins, approve_server_config
 from coffer.vault import catalogue, registry
@@ -153,7 +153,7 @@ def server_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
             off = set(cfg.disabled_tools)
             on = [t for t in tools if t.tool not in off]
             data["tools"] = {"enabled": len(on), "total": len(tools)}
-            data["tokens"] = advertise.tokens([t.wire for t in on])
+            data["tokens"] = sum(tool_tokens([t.wire for t in on]))
         data["list_error"] = entry.error if entry is not None else None
         rows.append(data)
     return rows

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from coffer.errors import NotFoundError
-from coffer.gateway import advertise
 from coffer.manage.servers import trust_states
+from coffer.results.tokens import tool_tokens
 from coffer.vault import catalogue, registry
 
 
@@ -63,7 +63,7 @@ def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
     for name, cfg in sorted(reg.servers.items()):
         off, held = set(cfg.disabled_tools), set(states[name]["held"])
         tools = catalogue.server_tools(snap, name, cfg.exposed_prefix)
-        for t, cost in zip(tools, advertise.tokens_each([t.wire for t in tools]), strict=True):
+        for t, cost in zip(tools, tool_tokens([t.wire for t in tools]), strict=True):
             rows.append(
                 {
                     "name": t.name,

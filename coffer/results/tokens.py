@@ -8,7 +8,10 @@ smaller preview. Text is counted in slices and the count stops as soon as it pas
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +67,49 @@ def head(text: str, limit: int) -> str:
         room = limit - used
         return text[: start + (offsets[room][0] if room < len(offsets) else len(piece))]
     return text[:kept]
+
+
+def tool_tokens(tools_list: Sequence[Mapping[str, Any]]) -> list[int]:
+    """What advertising each tool costs a client per request: the tokens of the tool as tools/list sends
+    it (compact JSON, every field). The one count `doctor`, `list`, profiles and the console show. Counts
+    are kept by a hash of the tool's JSON (no text) in the cache dir, so a command loads the tokenizer
+    only for tools it has not counted before."""
+    import hashlib
+
+    texts = [json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in tools_list]
+    keys = [hashlib.sha256(text.encode()).hexdigest()[:20] for text in texts]
+    known = _counted()
+    missing = [i for i, key in enumerate(keys) if key not in known]
+    if missing:
+        for i in missing:
+            known[keys[i]] = count(texts[i])
+        _save_counted(known)
+    return [known[key] for key in keys]
+
+
+_COUNTED: dict[str, int] = {}
+COUNTED_MAX = 20_000  # counts kept on disk (a vault's tools, several versions of each)
+
+
+def _counted_path() -> Path:
+    from coffer.vault import paths
+
+    return paths.cache_dir() / "tokens.json"
+
+
+def _counted() -> dict[str, int]:
+    if not _COUNTED:
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            data = json.loads(_counted_path().read_text(encoding="utf-8"))
+            if isinstance(data, dict) and data.get("version") == 1 and isinstance(data.get("counts"), dict):
+                _COUNTED.update({k: v for k, v in data["counts"].items() if isinstance(v, int)})
+    return _COUNTED
+
+
+def _save_counted(known: dict[str, int]) -> None:
+    """Best effort: a cache."""
+    from coffer.vault.fsutil import atomic_write
+
+    keep = dict(list(known.items())[-COUNTED_MAX:])
+    with contextlib.suppress(OSError):
+        atomic_write(_counted_path(), json.dumps({"version": 1, "counts": keep}))
