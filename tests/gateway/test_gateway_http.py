@@ -156,11 +156,14 @@ async def test_a_front_restarted_on_its_port_serves_every_new_session(coffer_hom
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         for _ in range(3):
-            proc = subprocess.Popen(
-                argv, env=serve_env(coffer_home), stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
-            try:  # as a client retrying would: the sessions open as soon as the port takes a connection
-                await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http to listen")
+            proc = subprocess.Popen(argv, env=serve_env(coffer_home), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:  # the sessions open as soon as this front says it serves (the old front's listener, still
+                # winding down, may take a connection before that, and then close)
+                assert proc.stderr is not None
+                with anyio.fail_after(60):
+                    said = await anyio.to_thread.run_sync(proc.stderr.readline)
+                assert b"serving MCP on http://127.0.0.1:" in said, said
+                assert listening(port)
                 async with anyio.create_task_group() as tg:
                     for n in range(3):
 
