@@ -232,10 +232,9 @@ class Relay:
         calls, it first waits until no other client's call is in flight there, so what the upstream asks
         has one client to go to (the README's promise: it goes to the session that made the call)."""
         origin = _Origin(ctx, round=round_, scope=getattr(sessions.current(), "pool", None))
-        turn = None
+        turn, client = None, _client(origin)
         if upstream is not None and server in self.askers:
             turn = self._turns.setdefault(id(upstream), _Turn())
-            client = _client(origin)
             while turn.calls and turn.client != client:
                 await turn.freed.wait()
             turn.client, turn.calls = client, turn.calls + 1
@@ -256,7 +255,6 @@ class Relay:
                     turn.freed = anyio.Event()
                     if self._turns.get(id(upstream)) is turn:
                         del self._turns[id(upstream)]
-            client = _client(origin)
             sibling = next((o for o in calls if _client(o) == client), None)
             if sibling is not None:  # an ask is tied to the client's first call on the server, and may be
                 sibling.pending |= origin.pending  # another of its calls': it stays while one is in flight
