@@ -78,10 +78,10 @@ class View:
         except FileNotFoundError:
             stamp = None
         if stamp != self._reg_stamp:
-            self._reg_stamp = stamp
             try:
                 self.registry = registry.load(path)
             except RegistryError as exc:
+                self._reg_stamp = stamp  # one error per broken edit, not one per look
                 self.registry_error = str(exc)
                 if not self.registry_loaded:  # no last good one: never serve an empty vault as the real one
                     raise
@@ -89,7 +89,8 @@ class View:
                 return self.registry
             self.registry_loaded, self.registry_error = True, None
             self.version += 1
-            self._sync()
+            self._sync()  # may fail (a locked coffer.db): the stamp is kept only after it ran, so the next look retries
+            self._reg_stamp = stamp
         elif self.pins is not None and self.pins.stamp() != self._pins_stamp:  # e.g. `coffer approve`
             self.version += 1
             self._sync()
