@@ -7,7 +7,7 @@ The parts, one package each, bottom to top; a part imports only the parts below 
     vault/  loopback        paths, coffer.toml (registry), the catalogue snapshot and exposed names, SQLite helpers |
                             the one TCP listener factory (TCP_NODELAY on every accepted connection)
     trust/  ranking/  log/  approval, pins, curation, secrets, redaction | BM25 + embeddings | the invocation log
-    memory/                 notes and indexed resources behind coffer__ask
+    memory/  discovery/     notes and indexed resources behind coffer__ask | MCP registries: cache, find, plans
     results/  telemetry/    big results kept and read back | OpenTelemetry export when its variables ask
     upstreams/              the client side of the wire: one session per server, its pipe, its supervisor
     gateway/                the host side: stdio/http -> server -> routes -> view/relay -> pool (-> upstreams)

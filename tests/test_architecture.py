@@ -24,6 +24,7 @@ LAYER = {
     "coffer.ranking": 2,
     "coffer.log": 2,
     "coffer.memory": 3,
+    "coffer.discovery": 3,
     "coffer.results": 4,
     "coffer.telemetry": 4,
     "coffer.upstreams": 5,

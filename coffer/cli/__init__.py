@@ -6,7 +6,9 @@ Modules:
     _app        the Typer app and the error boundary every command shares
     quick       `coffer search` and `coffer serve` without Typer (a fraction of the start time)
     render      output: the one module that imports rich; humans or `--json`
-    registry    add, remove, list, show, enable, disable, paths, completions
+    registry    remove, list, show, enable, disable, paths, completions
+    adding      add (a launch line, a URL, or by name from an MCP registry) and edit
+    discover    find, outdated, upgrade, and `add NAME` from an MCP registry
     serve       `coffer serve` (its hosting is coffer.engine.hosting's)
     status      `coffer status`: the engine, its sessions, its upstream processes
     clients     `coffer import` and `coffer install`

@@ -1,15 +1,14 @@
-"""Registry commands: add, remove, list, show, enable, disable, paths, completions."""
+"""Registry commands: remove, list, show, enable, disable, paths, completions (`add`, `edit`: coffer.cli.adding)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
-from coffer.errors import CofferError, UsageError
+from coffer.errors import CofferError
 from coffer.vault import catalogue, paths, registry
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
@@ -34,138 +33,6 @@ def complete_targets(incomplete: str) -> list[str]:
     for name, cfg in reg.servers.items():
         names += [f"{name}{registry.SEP}{t.tool}" for t in catalogue.server_tools(snap, name, cfg.exposed_prefix)]
     return [n for n in names if n.startswith(incomplete)]
-
-
-def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for item in values or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"invalid {what} '{item}': expected KEY=VALUE")
-        out[key] = value
-    return out
-
-
-@app.command()
-def add(
-    name: Annotated[str, typer.Argument(help="Server name: lowercase letters, digits and '-'.")],
-    command: Annotated[list[str] | None, typer.Argument(help="After --: the command and its arguments.")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="KEY=VALUE; VALUE may be ${VAR}.")] = None,
-    cwd: Annotated[Path | None, typer.Option("--cwd", help="Working directory for the server.")] = None,
-    url: Annotated[str | None, typer.Option("--url", help="A streamable HTTP server instead of a command.")] = None,
-    header: Annotated[list[str] | None, typer.Option("--header", "-H", help="KEY=VALUE for --url.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to start and per call.")] = DEFAULT_TIMEOUT,
-    disabled: Annotated[bool, typer.Option("--disabled", help="Register it disabled.")] = False,
-    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
-    as_json: JsonOpt = False,
-    oauth_client_id: Annotated[
-        str | None,
-        typer.Option("--oauth-client-id", help="A client registered with its authorization server."),
-    ] = None,
-    oauth_client_secret: Annotated[
-        str | None, typer.Option("--oauth-client-secret", help="That client's secret (kept in the secret store).")
-    ] = None,
-    prefix: Annotated[
-        str | None,
-        typer.Option("--prefix", help="Expose tools and prompts as PREFIX__NAME ('' for bare names); default NAME."),
-    ] = None,
-    share: Annotated[
-        str,
-        typer.Option("--share", help="Under the engine: auto, shared (one process) or session (one per session)."),
-    ] = "auto",
-    sandbox: Annotated[
-        str | None,
-        typer.Option("--sandbox", help="auto (confined, the default), none (confined, no network) or off."),
-    ] = None,
-    allow_read: Annotated[
-        list[str] | None, typer.Option("--allow-read", metavar="PATH", help="Confined: also readable (repeat).")
-    ] = None,
-    allow_write: Annotated[
-        list[str] | None, typer.Option("--allow-write", metavar="PATH", help="Confined: also writable (repeat).")
-    ] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option("--allow-host", metavar="HOST", help="Confined: reach only these hosts (repeat)."),
-    ] = None,
-) -> None:
-    """Register an upstream MCP server: `coffer add NAME -- CMD ARGS...` or `coffer add NAME --url URL`."""
-    from coffer.manage import servers
-
-    if url and command:
-        raise UsageError("give either a command (after --) or --url, not both")
-    if (header or oauth_client_id or oauth_client_secret) and not url:
-        raise UsageError("--header, --oauth-client-id and --oauth-client-secret only apply to --url servers")
-    if oauth_client_secret and not oauth_client_id:
-        raise UsageError("--oauth-client-secret needs --oauth-client-id")
-    if timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
-    if share not in registry.SHARE_MODES:
-        raise UsageError(f"invalid --share '{share}': expected one of {', '.join(registry.SHARE_MODES)}")
-    confined = registry.sandbox_option(sandbox, allow_read, allow_write, allow_host)
-    if url and confined != "auto":
-        raise UsageError("--sandbox and --allow-* apply to servers Coffer launches (a command), not --url")
-    cfg = registry.ServerConfig(
-        name=registry.validate_name(name),
-        command=command[0] if command else None,
-        args=list(command[1:]) if command else [],
-        env=_pairs(env, "--env"),
-        cwd=str(cwd.expanduser().resolve()) if cwd else None,
-        url=url,
-        headers=_pairs(header, "--header"),
-        enabled=not disabled,
-        timeout=timeout,
-        prefix=None if prefix is None else registry.validate_prefix(prefix),
-        oauth=bool(oauth_client_id),
-        share=share,
-        sandbox=confined,
-    )
-    client = (oauth_client_id, oauth_client_secret) if oauth_client_id else None
-    told = None if as_json else lambda c: render.say(f"added '{c.name}': {c.launch_line()}")
-    _render_added(servers.add(cfg, probe=not no_probe, oauth_client=client, on_registered=told), as_json)
-
-
-def _render_added(added: Any, as_json: bool) -> None:
-    cfg, name = added.cfg, added.cfg.name
-    if as_json:
-        render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "probe": added.probe})
-    elif cfg.oauth:
-        render.say(f"'{name}' authorises with OAuth: run `coffer auth {name}` to sign in")
-    elif added.counts is not None:
-        kinds = ("tools", "prompts", "resources")
-        render.say(f"'{name}' serves " + ", ".join(render.plural(added.counts[k], k.rstrip("s")) for k in kinds))
-    if added.failure is not None:
-        if as_json:
-            raise typer.Exit(added.failure.exit_code)
-        raise added.failure
-
-
-@app.command()
-def edit(
-    name: Annotated[str, typer.Argument(help="Server to change.", autocompletion=complete_servers)],
-    command: Annotated[list[str] | None, typer.Argument(help="After --: the new command and its arguments.")] = None,
-    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="Set KEY=VALUE (repeat).")] = None,
-    unset_env: Annotated[list[str] | None, typer.Option("--unset-env", metavar="KEY", help="Remove KEY.")] = None,
-    url: Annotated[str | None, typer.Option("--url", help="A new URL (a streamable HTTP server).")] = None,
-    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds to start and per call.")] = None,
-    no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
-    as_json: JsonOpt = False,
-) -> None:
-    """Change a server's launch line, URL, env or timeout, keeping the rest of its entry (its disabled
-    tools, prefix, sharing, sandbox), and approve the change and the tools it lists, as `add` does."""
-    from coffer.manage import servers
-
-    if timeout is not None and timeout <= 0:
-        raise UsageError("--timeout must be a positive number of seconds")
-    change = servers.Edit(list(command or []), url, _pairs(env, "--env"), list(unset_env or []), timeout)
-    approved = servers.edit_server(name, change, probe=not no_probe)
-    cfg = registry.load().get(name)
-    if as_json:
-        render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "approved": approved})
-        return
-    render.say(f"changed '{name}': {cfg.launch_line()}")
-    tools = [a for a in approved if a != "launch config"]
-    if tools:
-        render.say(f"approved {', '.join(tools)}")
 
 
 @app.command()

@@ -11,6 +11,7 @@ Modules:
     profiles    what each `[profiles.NAME]` advertises now (`coffer profile`)
     usage       which listed tools are called, how often, how well; pruning the rest
     search      `coffer search` over the saved catalogue
+    discover    `coffer find`, `add NAME` from a registry, `outdated`, `upgrade`
     auth        `coffer auth` and `coffer call`
     demo        `coffer demo`: the whole loop in a throwaway vault
 

@@ -37,6 +37,8 @@ from coffer.vault.servers import sandbox_option as sandbox_option
 if TYPE_CHECKING:  # tomlkit is imported where the registry is written: reading needs only tomllib
     from tomlkit.toml_document import TOMLDocument
 
+OFFICIAL_REGISTRY = "https://registry.modelcontextprotocol.io"  # `[registries]` when the file names none
+
 HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
     "# Managed by `coffer add/remove/enable/disable`; hand edits and comments are kept.\n"
@@ -49,6 +51,8 @@ class Registry:
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     profiles: dict[str, Profile] = field(default_factory=dict)
+    # MCP registries `coffer find` and `coffer add NAME` read (coffer.discovery): name -> base URL
+    registries: dict[str, str] = field(default_factory=lambda: {"official": OFFICIAL_REGISTRY})
 
     def profile(self, name: str) -> Profile:
         try:
@@ -159,6 +163,13 @@ def _build(data: dict[str, Any], text: str, path: Path) -> Registry:
     if not isinstance(settings, dict):
         raise RegistryError(f"{path}:1: 'settings' must be a table")
     reg = Registry(path=path, settings=settings)
+    registries = data.get("registries")
+    if registries is not None:
+        if not isinstance(registries, dict) or not all(
+            isinstance(url, str) and re.match(r"^https?://[^\s/]+", url) for url in registries.values()
+        ):
+            raise RegistryError(f"{path}:1: 'registries' must be a table of names to http(s) URLs")
+        reg.registries = {name: url.rstrip("/") for name, url in registries.items()}
     profiles_raw = data.get("profiles", {})
     if not isinstance(profiles_raw, dict):
         raise RegistryError(f"{path}:1: 'profiles' must be a table")

@@ -25,7 +25,9 @@ SERVER_KEYS = {
     "share",
     "sandbox",
     "max_result_tokens",
+    "source",
 }
+SOURCE_KEYS = ("registry", "name", "version")  # where a server installed by `coffer add NAME` came from
 
 
 @dataclass
@@ -48,6 +50,9 @@ class ServerConfig:
     max_result_tokens: int | None = None  # its results' cap, below [settings] result_max_tokens (bigresults)
     # what a stdio server may read, write and reach: "auto", "off" or {network, read, write} (upstreams.sandbox)
     sandbox: str | dict[str, Any] = "auto"
+    # {registry, name, version}: the registry entry it was installed from (coffer.discovery); provenance
+    # only, so not part of the approved launch config (the pinned version is in its launch line)
+    source: dict[str, str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -85,6 +90,8 @@ class ServerConfig:
             out["max_result_tokens"] = self.max_result_tokens
         if self.sandbox != "auto":
             out["sandbox"] = self.sandbox
+        if self.source is not None:
+            out["source"] = dict(self.source)
         if self.url:
             out["url"] = mask_url(self.url) if mask else self.url
             out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
@@ -134,6 +141,9 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
     if share not in SHARE_MODES:
         raise RegistryError(f"{where}: servers.{name}.share must be one of {', '.join(SHARE_MODES)}, not '{share}'")
     sandbox = sandbox_from(raw.get("sandbox", "auto"), f"{where}: servers.{name}.sandbox")
+    source = want("source", dict, None)
+    if source is not None and (set(source) != set(SOURCE_KEYS) or not all(isinstance(v, str) for v in source.values())):
+        raise RegistryError(f"{where}: servers.{name}.source must be a table of {', '.join(SOURCE_KEYS)} (strings)")
     if prefix is not None and ((prefix and not NAME_RE.match(prefix)) or prefix in RESERVED_NAMES):
         raise RegistryError(f"{where}: servers.{name}.prefix '{prefix}' is invalid (use '' or a name like a server's)")
     return ServerConfig(
@@ -152,6 +162,7 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         share=share,
         max_result_tokens=cap,
         sandbox=sandbox,
+        source=None if source is None else {k: source[k] for k in SOURCE_KEYS},
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
 
@@ -190,6 +201,8 @@ def server_table(cfg: ServerConfig) -> Any:
         sandbox = tomlkit.inline_table()
         sandbox.update({k: cfg.sandbox[k] for k in SANDBOX_KEYS if k in cfg.sandbox})
         table.add("sandbox", sandbox)
+    if cfg.source is not None:
+        table.add("source", inline(cfg.source))
     return table
 
 

@@ -84,7 +84,7 @@ def test_url_server(cli: CliRunner, coffer_home: Path) -> None:
         (["add", "Bad_Name", "--no-probe", "--", "echo"], 2, "invalid server name"),
         (["add", "x" * 21, "--", "echo"], 2, "invalid server name"),
         (["add", "coffer", "--no-probe", "--", "echo"], 2, "reserved"),
-        (["add", "ok"], 2, "needs a command"),
+        (["add", "ok", "--registry", "http://127.0.0.1:9"], 8, "`coffer add ok -- CMD ARGS...` or `--url URL`"),
         (["add", "ok", "--url", "ftp://x"], 2, "invalid url"),
         (["add", "ok", "--no-probe", "--url", "http://x", "--", "echo"], 2, "not both"),
         (["add", "ok", "--no-probe", "--env", "NOEQUALS", "--", "echo"], 2, "expected KEY=VALUE"),

@@ -1,0 +1,13 @@
+"""Discovery: finding and installing servers from MCP registries (the Registry API v0.1).
+
+Modules:
+
+    entries   `Entry`: one server.json version read forgivingly, its short name, its publisher's tools
+    client    `RegistryClient`: the API's pages (with `updated_since`) and one server's versions
+    cache     the latest entries of each registry in one SQLite file, refreshed incrementally
+    launch    `Plan`: which package or remote runs, pinned, and the inputs it needs
+    rank      `find`: the vault's own ranker over the cache, installed servers marked
+
+The use cases (`coffer find`, `add NAME`, `outdated`, `upgrade`) are `coffer.manage.discover`'s.
+Imports the vault (paths, names), ranking (the one ranker) and errors; nothing above them.
+"""

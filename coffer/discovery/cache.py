@@ -1,0 +1,184 @@
+"""What was read from each registry, kept in one SQLite file in the cache dir: the latest version of every
+server, so `coffer find` and `coffer__search_tools` work offline and never wait on the network.
+
+A refresh asks only for what changed since the newest `updatedAt` it has (`updated_since`); a deleted
+entry leaves the cache. `generation` changes whenever the cached entries do: it keys the ranker's saved
+index, so a search over an unchanged cache neither hashes nor re-indexes 30,000 entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from coffer.discovery.entries import OFFICIAL_META, DiscoveryError, Entry, parse_item
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    registry TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    short TEXT NOT NULL,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (registry, name)
+);
+CREATE INDEX IF NOT EXISTS entries_short ON entries (short);
+CREATE TABLE IF NOT EXISTS synced (
+    registry TEXT PRIMARY KEY,
+    at REAL NOT NULL,
+    since TEXT NOT NULL,
+    generation TEXT NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One cached entry as the ranker reads it (the body is parsed only for the hits)."""
+
+    registry: str
+    name: str
+    version: str
+    short: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True)
+class State:
+    """A registry's cache: when it was last read, how many entries it holds."""
+
+    registry: str
+    synced_at: float | None
+    entries: int
+
+
+def cache_path() -> Path:
+    from coffer.vault import paths
+
+    return paths.ensure_private_dir(paths.cache_dir()) / "registries.db"
+
+
+def _open(path: Path | None = None) -> sqlite3.Connection:
+    conn = sqlite3.connect(path or cache_path(), timeout=10.0)
+    conn.executescript(SCHEMA)
+    return conn
+
+
+def store(entries: Iterable[Entry], registry: str, path: Path | None = None) -> int:
+    """Keep these entries (latest versions) of `registry`; deleted ones leave. Returns how many changed."""
+    changed = 0
+    newest = ""
+    digest = hashlib.sha256()
+    with _open(path) as conn:
+        for e in entries:
+            newest = max(newest, e.updated_at)
+            digest.update(f"{e.name}\0{e.version}\0{e.status}\0".encode())
+            if e.status == "deleted":
+                changed += conn.execute(
+                    "DELETE FROM entries WHERE registry = ? AND name = ?", (registry, e.name)
+                ).rowcount
+                continue
+            body = json.dumps({"server": e.server, "_meta": {OFFICIAL_META: _official(e)}}, separators=(",", ":"))
+            row = (registry, e.name, e.version, e.short, e.title, e.text(), e.updated_at, body)
+            old = conn.execute(
+                "SELECT version, updated_at FROM entries WHERE registry = ? AND name = ?", (registry, e.name)
+            ).fetchone()
+            if old == (e.version, e.updated_at):
+                continue
+            conn.execute("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            changed += 1
+        prior = conn.execute("SELECT since, generation FROM synced WHERE registry = ?", (registry,)).fetchone()
+        since, generation = prior if prior else ("", "")
+        if changed or not prior:
+            generation = hashlib.sha256(f"{generation}{digest.hexdigest()}".encode()).hexdigest()[:24]
+        conn.execute(
+            "INSERT OR REPLACE INTO synced VALUES (?, ?, ?, ?)", (registry, time.time(), max(since, newest), generation)
+        )
+    return changed
+
+
+def refresh(registry: str, path: Path | None = None) -> tuple[int, int]:
+    """Read what changed in `registry` since the last refresh (everything the first time) into the
+    cache. Returns (entries changed, entries skipped as unreadable); raises DiscoveryError when down."""
+    from coffer.discovery.client import RegistryClient
+
+    since = _since(registry, path)
+    entries: list[Entry] = []
+    skipped = 0
+    with RegistryClient(registry) as client:
+        for page in client.pages(updated_since=since or None):
+            entries.extend(page.entries)
+            skipped += page.skipped
+    return store(entries, registry, path), skipped
+
+
+def _since(registry: str, path: Path | None) -> str:
+    with _open(path) as conn:
+        row = conn.execute("SELECT since FROM synced WHERE registry = ?", (registry,)).fetchone()
+    return str(row[0]) if row else ""
+
+
+def _official(e: Entry) -> dict[str, object]:
+    return {"status": e.status, "isLatest": e.is_latest, "updatedAt": e.updated_at}
+
+
+def states(registries: Iterable[str], path: Path | None = None) -> list[State]:
+    with _open(path) as conn:
+        out = []
+        for reg in registries:
+            row = conn.execute("SELECT at FROM synced WHERE registry = ?", (reg,)).fetchone()
+            count = conn.execute("SELECT count(*) FROM entries WHERE registry = ?", (reg,)).fetchone()[0]
+            out.append(State(reg, float(row[0]) if row else None, int(count)))
+    return out
+
+
+def rows(registries: list[str], path: Path | None = None) -> tuple[list[Row], str]:
+    """Every cached entry of these registries, and a key that changes when any of them does."""
+    marks = ",".join("?" * len(registries))
+    with _open(path) as conn:
+        found = [
+            Row(*r)
+            for r in conn.execute(
+                f"SELECT registry, name, version, short, title, text FROM entries WHERE registry IN ({marks}) "
+                "ORDER BY registry, name",
+                registries,
+            )
+        ]
+        gens = conn.execute(
+            f"SELECT registry, generation FROM synced WHERE registry IN ({marks}) ORDER BY registry", registries
+        ).fetchall()
+    return found, hashlib.sha256(repr(gens).encode()).hexdigest()[:24]
+
+
+def entry(registry: str, name: str, path: Path | None = None) -> Entry | None:
+    """The cached latest version of `name` in `registry`, parsed."""
+    with _open(path) as conn:
+        row = conn.execute("SELECT body FROM entries WHERE registry = ? AND name = ?", (registry, name)).fetchone()
+    return None if row is None else _parse(row[0], registry)
+
+
+def by_short(short: str, registries: list[str], path: Path | None = None) -> list[Entry]:
+    """Cached entries whose short name (`coffer find` shows it) is `short`, in any of these registries."""
+    marks = ",".join("?" * len(registries))
+    with _open(path) as conn:
+        found = conn.execute(
+            f"SELECT registry, body FROM entries WHERE short = ? AND registry IN ({marks}) ORDER BY name",
+            [short, *registries],
+        ).fetchall()
+    return [_parse(body, reg) for reg, body in found]
+
+
+def _parse(body: str, registry: str) -> Entry:
+    try:
+        return parse_item(json.loads(body), registry)
+    except (ValueError, DiscoveryError):  # a cache written by another version: refresh rewrites it
+        raise DiscoveryError("the registry cache is unreadable: run `coffer find --refresh`") from None

@@ -1,0 +1,337 @@
+"""Finding and installing servers from MCP registries: `coffer find`, `coffer add NAME`, `coffer outdated`
+and `coffer upgrade`, shared by the CLI and the console (coffer.discovery holds the parts).
+
+An install writes nothing until everything it needs is known: the entry resolves, a way to run it is
+chosen, every required input has a value. It then stores the secrets, adds the entry (approved, as `coffer
+add` does) and starts it once; a server that cannot start is removed again with its secrets, so a
+vanished package version leaves the vault as it was. `upgrade` only moves the pin: a changed launch is
+held for approval with its diff, as any edit of coffer.toml is.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from coffer.discovery import cache
+from coffer.discovery.entries import DiscoveryError, Entry
+from coffer.discovery.launch import Input, Plan, plan
+from coffer.errors import ConflictError, NotFoundError, UsageError
+from coffer.vault import registry
+from coffer.vault.servers import inline
+
+STALE_S = 24 * 3600.0  # a cache older than this is refreshed before `find` (unless offline)
+
+
+@dataclass
+class Found:
+    """`coffer find`'s answer: ranked entries, what was searched, and how old each registry's cache is."""
+
+    hits: list[dict[str, Any]]
+    searched: int
+    registries: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+
+def registry_urls(url: str | None = None) -> list[str]:
+    """`--registry URL`, else the vault's `[registries]` (the official registry by default)."""
+    if url is not None:
+        if not re.match(r"^https?://[^\s/]+", url):
+            raise UsageError(f"invalid --registry '{url}': expected an http:// or https:// URL")
+        return [url.rstrip("/")]
+    return list(dict.fromkeys(registry.load().registries.values()))
+
+
+def refresh(urls: list[str], only_stale: bool = False) -> list[str]:
+    """Bring each registry's cache up to date; a registry that cannot be read leaves its cache as it
+    was and is named in the notes returned (raises only when every registry failed and none has a cache)."""
+    notes: list[str] = []
+    failed = 0
+    for state in cache.states(urls):
+        if only_stale and state.synced_at is not None and time.time() - state.synced_at < STALE_S:
+            continue
+        try:
+            changed, skipped = cache.refresh(state.registry)
+        except DiscoveryError as exc:
+            failed += 1
+            cached = f"using its cache from {_age(state.synced_at)}" if state.synced_at else "it has no cache yet"
+            notes.append(f"{exc}; {cached}")
+            continue
+        if skipped:
+            notes.append(f"registry {state.registry}: {skipped} entries were not a usable server.json and were skipped")
+        del changed
+    if failed and failed == len(urls) and all(s.synced_at is None for s in cache.states(urls)):
+        raise DiscoveryError(notes[0])
+    return notes
+
+
+def find(query: str, url: str | None = None, k: int = 10, mode: str = "auto") -> Found:
+    """Rank the cached registries for `query`; `mode` "auto" refreshes a cache older than a day first,
+    "refresh" always does, "offline" never touches the network."""
+    from coffer.discovery.rank import find as rank
+
+    if not query.strip():
+        raise UsageError('give a query: what the server should do (`coffer find "open a pull request"`)')
+    if k < 1:
+        raise UsageError(f"--limit must be at least 1, got {k}")
+    urls = registry_urls(url)
+    notes = [] if mode == "offline" else refresh(urls, only_stale=mode == "auto")
+    hits, searched = rank(query, urls, k)
+    installed = installed_sources()
+    out = []
+    for hit in hits:
+        entry = cache.entry(hit.row.registry, hit.row.name)
+        if entry is not None:
+            out.append(entry.summary(installed.get((hit.row.registry, hit.row.name))) | {"score": round(hit.score, 4)})
+    states = [
+        {"url": s.registry, "entries": s.entries, "refreshed": s.synced_at, "age": _age(s.synced_at)}
+        for s in cache.states(urls)
+    ]
+    if not searched:
+        notes.append("the registry cache is empty: run `coffer find --refresh` where the registry can be reached")
+    return Found(out, searched, states, notes)
+
+
+def installed_sources() -> dict[tuple[str, str], str]:
+    """(registry, registry name) -> the vault's server name, for every server installed from a registry."""
+    return {
+        (cfg.source["registry"], cfg.source["name"]): cfg.name
+        for cfg in registry.load().servers.values()
+        if cfg.source is not None
+    }
+
+
+def resolve(name: str, url: str | None = None) -> Entry:
+    """A registry name (`io.github.github/github-mcp-server`) or a short name `coffer find` showed."""
+    urls = registry_urls(url)
+    if "/" in name:
+        for reg in urls:
+            found = cache.entry(reg, name)
+            if found is not None:
+                return found
+        errors = []
+        for reg in urls:  # not cached (yet): ask the registry itself
+            from coffer.discovery.client import RegistryClient
+
+            try:
+                with RegistryClient(reg) as client:
+                    return client.version(name)
+            except DiscoveryError as exc:
+                errors.append(str(exc))
+        raise NotFoundError(errors[0] if len(errors) == 1 else f"no registry has '{name}': " + "; ".join(errors))
+    matches = cache.by_short(name, urls)
+    if not matches:
+        refresh(urls, only_stale=True)
+        matches = cache.by_short(name, urls)
+    if not matches:
+        raise NotFoundError(f"no server '{name}' in the registry cache: `coffer find {name}` lists what there is")
+    if len(matches) > 1:
+        names = ", ".join(m.name for m in matches[:6])
+        raise UsageError(f"'{name}' is ambiguous: {names}; give the full registry name")
+    return matches[0]
+
+
+@dataclass
+class Prepared:
+    """An install worked out: the entry, how it runs, the vault name, and the values for its inputs."""
+
+    entry: Entry
+    plan: Plan
+    name: str
+    values: dict[str, str]
+
+    def config(self, values: dict[str, str] | None = None) -> registry.ServerConfig:
+        values = self.values if values is None else values
+        command = self.plan.command(values)
+        return registry.ServerConfig(
+            name=self.name,
+            command=command[0] if command else None,
+            args=command[1:],
+            env=self.plan.environment(values),
+            url=self.plan.url,
+            headers=self.plan.header_values(values),
+            sandbox={"network": self.plan.hosts} if self.plan.hosts else "auto",
+            source={"registry": self.entry.registry, "name": self.entry.name, "version": self.entry.version},
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """What `--dry-run` shows: what would run (`<NAME>` where a required input is not given yet), and
+        each input (never a value)."""
+        cfg = self.config({**{i.name: f"<{i.name}>" for i in self.plan.missing(self.values)}, **self.values})
+        return {
+            "name": self.name,
+            "entry": self.entry.summary(),
+            "runs_as": self.plan.via,
+            "launch": cfg.launch_line(),
+            "env": sorted(cfg.env),
+            "headers": sorted(cfg.headers),
+            "sandbox": cfg.sandbox,
+            "inputs": [
+                {
+                    "name": i.name,
+                    "required": i.required,
+                    "secret": i.secret,
+                    "description": i.description,
+                    "default": i.default,
+                    "given": i.name in self.values,
+                }
+                for i in self.plan.inputs.values()
+            ],
+        }
+
+
+def prepare(
+    entry: Entry,
+    answers: dict[str, str],
+    name: str | None = None,
+    via: str | None = None,
+    ask: Callable[[Input], str | None] | None = None,
+    dry_run: bool = False,
+) -> Prepared:
+    """Work out an install; `ask` is called for each required input without an answer (a terminal's
+    prompt), else a missing one is a UsageError naming the `--env` that answers it (`dry_run`: left
+    unanswered, for `--dry-run` to show)."""
+    if entry.status == "deleted":
+        raise DiscoveryError(f"{entry.name} was deleted from its registry")
+    how = plan(entry, via=via)
+    vault = registry.load()
+    server = registry.validate_name(name or entry.short)
+    if server in vault.servers:
+        raise ConflictError(f"a server named '{server}' is already in the vault: choose another with --as NAME")
+    unknown = sorted(set(answers) - set(how.inputs))
+    if unknown:
+        known = ", ".join(how.inputs) or "none"
+        raise UsageError(f"{entry.name} takes no input {', '.join(unknown)} (its inputs: {known})")
+    values = {i.name: i.default for i in how.inputs.values() if i.required and i.default is not None}
+    values.update(answers)
+    for need in [] if dry_run else how.missing(values):
+        given = ask(need) if ask is not None else None
+        if not given:
+            what = f" ({need.description})" if need.description else ""
+            raise UsageError(f"{entry.name} needs {need.name}{what}: give --env {need.name}=VALUE")
+        values[need.name] = given
+    for i in how.inputs.values():
+        if i.choices and i.name in values and values[i.name] not in i.choices:
+            raise UsageError(f"{i.name} must be one of {', '.join(i.choices)}, not '{values[i.name]}'")
+    return Prepared(entry, how, server, values)
+
+
+def install(prepared: Prepared, probe: bool = True, timeout: float | None = None) -> Any:
+    """Store the secrets, add the server and start it once; undo all of it when it cannot start."""
+    from coffer.manage import servers
+    from coffer.trust import secrets
+
+    stored: list[str] = []
+    values = dict(prepared.values)
+    try:
+        for i in prepared.plan.inputs.values():
+            if i.secret and i.name in values:
+                ref = f"{prepared.name}.{re.sub(r'[^A-Za-z0-9_.-]', '_', i.name)}"
+                secrets.set_secret(ref, values[i.name])
+                stored.append(ref)
+                values[i.name] = "${secret:" + ref + "}"
+        cfg = Prepared(prepared.entry, prepared.plan, prepared.name, values).config()
+        if timeout is not None:
+            cfg.timeout = timeout
+        added = servers.add(cfg, probe=probe)
+    except BaseException:
+        for ref in stored:
+            secrets.remove_secret(ref)
+        raise
+    if added.failure is not None:
+        servers.remove_server(cfg.name)
+        for ref in stored:
+            secrets.remove_secret(ref)
+        cause = getattr(added.failure, "cause", str(added.failure))
+        raise DiscoveryError(
+            f"{prepared.entry.name} {prepared.entry.version} did not start ({cfg.launch_line()}): {cause}; "
+            "nothing was added"
+        )
+    return added
+
+
+def outdated(url: str | None = None, offline: bool = False) -> tuple[list[dict[str, str]], list[str]]:
+    """Installed registry servers whose registry has a newer version than their pin."""
+    urls = registry_urls(url)
+    notes = [] if offline else refresh(urls)
+    out = []
+    for cfg in registry.load().servers.values():
+        src = cfg.source
+        if src is None or src["registry"] not in urls:
+            continue
+        latest = cache.entry(src["registry"], src["name"])
+        if latest is not None and latest.version != src["version"]:
+            out.append({"server": cfg.name, "name": src["name"], "installed": src["version"], "latest": latest.version})
+    return out, notes
+
+
+def upgrade(server: str, offline: bool = False) -> dict[str, str]:
+    """Move SERVER's pin to its registry's latest version. Written as an edit of coffer.toml, not
+    approved: the gateway holds the changed launch until `coffer approve SERVER` (`coffer diff` shows it)."""
+    cfg = registry.load().get(server)
+    src = cfg.source
+    if src is None:
+        raise UsageError(f"'{server}' was not installed from a registry (`coffer edit` changes its launch line)")
+    if not offline:
+        refresh([src["registry"]])
+    latest = cache.entry(src["registry"], src["name"])
+    if latest is None:
+        raise NotFoundError(f"{src['name']} is no longer in {src['registry']}")
+    if latest.version == src["version"]:
+        raise ConflictError(f"'{server}' already runs {src['name']} {latest.version}, the latest")
+    old_args, new_args = list(cfg.args), _repin(cfg, latest)
+    url = _repin_url(cfg, latest)
+    if new_args == old_args and url == cfg.url:
+        raise DiscoveryError(
+            f"'{server}': its launch line does not hold the pin {src['version']} Coffer wrote; "
+            f"remove it and `coffer add {src['name']}` again"
+        )
+    with registry.edit() as doc:
+        table = doc["servers"][server]
+        if cfg.url:
+            table["url"] = url
+        else:
+            table["args"] = new_args
+        table["source"] = inline({**src, "version": latest.version})
+    return {"server": server, "name": src["name"], "from": src["version"], "to": latest.version}
+
+
+def _repin(cfg: registry.ServerConfig, latest: Entry) -> list[str]:
+    """The args with each package's pin moved to `latest`'s: `pkg@1.0`, `pkg==1.0`, `image:1.0`."""
+    versions: dict[str, str] = {}
+    for p in latest.packages:
+        ident, version = str(p["identifier"]), str(p.get("version") or latest.version)
+        tail = ident.rsplit("/", 1)[-1]
+        if p.get("registryType") == "oci" and ":" in tail:
+            ident, version = ident.rsplit(":", 1)
+        versions[ident] = version
+    out = []
+    for arg in cfg.args:
+        for sep in ("==", "@", ":"):
+            base, found, _ = arg.rpartition(sep)
+            if found and base in versions:
+                arg = f"{base}{sep}{versions[base]}"
+                break
+        out.append(arg)
+    return out
+
+
+def _repin_url(cfg: registry.ServerConfig, latest: Entry) -> str | None:
+    if not cfg.url:
+        return cfg.url
+    urls = [str(r["url"]) for r in latest.remotes]
+    return cfg.url if cfg.url in urls or not urls else urls[0]
+
+
+def _age(at: float | None) -> str:
+    if at is None:
+        return "never"
+    seconds = max(0.0, time.time() - at)
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''} ago"
+    return "just now"

@@ -1,0 +1,147 @@
+"""`coffer find`, `coffer add NAME`, `coffer outdated` and `coffer upgrade` through the real Typer app
+against a real HTTP registry on 127.0.0.1 serving recorded real server.json entries."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coffer.trust import secrets
+from coffer.trust.pinning import Pins
+from coffer.vault import registry
+from tests.conftest import run_cli
+from tests.fixtures.registry_server import RecordedRegistry, recorded
+
+
+@pytest.fixture
+def reg(coffer_home: Path) -> Iterator[RecordedRegistry]:
+    with RecordedRegistry() as server:
+        yield server
+
+
+def found(cli: CliRunner, *args: str) -> list[str]:
+    out = json.loads(run_cli(cli, "find", *args, "--json").stdout)  # type: ignore[attr-defined]
+    return [s["name"] for s in out["servers"]]
+
+
+def test_find_ranks_by_what_servers_do(cli: CliRunner, reg: RecordedRegistry) -> None:
+    assert found(cli, "open a pull request", "--registry", reg.url)[0] == "io.github.github/github-mcp-server"
+    postgres = found(cli, "query a postgres database", "--registry", reg.url)
+    assert postgres[0] in ("io.github.neverinfamous/postgres-mcp", "com.neon/mcp")
+    assert set(postgres[:2]) == {"io.github.neverinfamous/postgres-mcp", "com.neon/mcp"}
+    assert found(cli, "read a Figma design file", "--registry", reg.url)[0] == "io.github.GLips/Figma-Context-MCP"
+    # the human table says what the registry is and how old its cache is
+    table = run_cli(cli, "find", "search the web", "--registry", reg.url, "-n", "3").stdout  # type: ignore[attr-defined]
+    assert "brave-search" in table and f"{reg.url}: {len(recorded())} servers, read just now" in table
+
+
+def test_find_works_offline_from_the_cache_and_marks_installed(cli: CliRunner, reg: RecordedRegistry) -> None:
+    url = reg.url
+    run_cli(cli, "find", "time", "--registry", url, "--refresh")
+    run_cli(cli, "add", "io.github.modelcontextprotocol/server-time", "--registry", url, "--no-probe")
+    reg.stop()
+    out = json.loads(run_cli(cli, "find", "convert time zones", "--registry", url, "--offline", "--json").stdout)  # type: ignore[attr-defined]
+    assert out["servers"][0]["name"] == "io.github.modelcontextprotocol/server-time"
+    assert out["servers"][0]["installed"] == "time" and out["registries"][0]["age"] == "just now"
+    # refreshing against a registry that is down keeps the cache and says so in one line
+    down = run_cli(cli, "find", "convert time zones", "--registry", url, "--refresh")
+    assert "cannot be reached" in down.stderr and "using its cache" in down.stderr  # type: ignore[attr-defined]
+    assert "time" in down.stdout  # type: ignore[attr-defined]
+
+
+def test_add_by_name_writes_a_pinned_entry_with_its_source_and_secrets(cli: CliRunner, reg: RecordedRegistry) -> None:
+    run_cli(cli, "add", "figma", "--registry", reg.url, "--env", "FIGMA_API_KEY=figd_abc123", "--no-probe")
+    cfg = registry.load().get("figma")
+    assert [cfg.command, *cfg.args] == ["npx", "-y", "figma-developer-mcp@0.13.2", "--stdio"]
+    assert cfg.env == {"FIGMA_API_KEY": "${secret:figma.FIGMA_API_KEY}"}
+    assert secrets.resolve("figma.FIGMA_API_KEY") == "figd_abc123"
+    assert "figd_abc123" not in (registry.load().path.read_text())
+    assert cfg.source == {"registry": reg.url, "name": "io.github.GLips/Figma-Context-MCP", "version": "0.13.2"}
+    with Pins.open() as pins:
+        assert pins.server_state(cfg) == "approved"  # the user's own add, as `coffer add -- ...`
+
+
+def test_dry_run_shows_what_would_run_and_ask_and_writes_nothing(cli: CliRunner, reg: RecordedRegistry) -> None:
+    out = run_cli(cli, "add", "io.github.modelcontextprotocol/server-filesystem", "--registry", reg.url, "--dry-run")
+    text = out.stdout  # type: ignore[attr-defined]
+    assert "runs: npx -y @modelcontextprotocol/server-filesystem@0.6.3 '<allowed_directory>'" in text
+    assert "asks allowed_directory (required; not given)" in text
+    docker = shutil.which("docker") is not None
+    args = ("add", "github", "--registry", reg.url, "--dry-run", "--via", "oci", "--json")
+    shown = json.loads(run_cli(cli, *args, code=0 if docker else 8).stdout)  # type: ignore[attr-defined]
+    if docker:  # the token goes to the container by name, its value only in the env
+        assert shown["dry_run"]["launch"].endswith(
+            "-e GITHUB_PERSONAL_ACCESS_TOKEN ghcr.io/github/github-mcp-server:0.24.0"
+        )
+        assert shown["dry_run"]["inputs"][0] | {"description": ""} == {
+            "name": "token", "required": True, "secret": True, "description": "", "default": None, "given": False
+        }  # fmt: skip
+    else:
+        assert "docker is not installed" in shown["error"]["message"]
+    assert not registry.load().servers
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("io.github.nobody/nothing",), 3, "has no server io.github.nobody/nothing"),
+        (("nothing-like-it",), 3, "no server 'nothing-like-it' in the registry cache"),
+        (("figma",), 2, "needs FIGMA_API_KEY"),
+        (("figma", "--env", "NOPE=1"), 2, "takes no input NOPE"),
+        (("polymarket",), 8, "nothing Coffer can run: a pypi package that serves streamable-http itself"),
+        (("time", "--via", "oci"), 8, "has no oci package or remote"),
+        (("time", "--as", "Bad Name"), 2, "invalid server name"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    cli: CliRunner, reg: RecordedRegistry, args: tuple[str, ...], code: int, message: str
+) -> None:
+    run_cli(cli, "find", "anything", "--registry", reg.url)  # the cache short names resolve from
+    before = registry.load().path.read_text() if registry.load().path.exists() else None
+    result = run_cli(cli, "add", *args, "--registry", reg.url, "--no-probe", code=code)
+    err = result.stderr.strip()  # type: ignore[attr-defined]
+    assert message in err and len(err.splitlines()) == 1
+    after = registry.load().path.read_text() if registry.load().path.exists() else None
+    assert after == before and not secrets.list_secrets()
+
+
+def test_a_short_name_in_two_registries_is_ambiguous(cli: CliRunner, coffer_home: Path) -> None:
+    with RecordedRegistry() as one, RecordedRegistry() as two:
+        coffer_home.mkdir(parents=True, exist_ok=True)
+        (coffer_home / "coffer.toml").write_text(f'[registries]\nofficial = "{one.url}"\ncompany = "{two.url}"\n')
+        run_cli(cli, "find", "time")
+        err = run_cli(cli, "add", "time", "--no-probe", code=2).stderr  # type: ignore[attr-defined]
+        assert "'time' is ambiguous" in err
+        run_cli(cli, "add", "io.github.modelcontextprotocol/server-time", "--registry", two.url, "--no-probe")
+        assert registry.load().get("time").source["registry"] == two.url  # type: ignore[index]
+
+
+def test_outdated_and_upgrade_go_through_approval(cli: CliRunner, reg: RecordedRegistry) -> None:
+    run_cli(cli, "add", "time", "--registry", reg.url, "--no-probe")
+    assert "runs its latest version" in run_cli(cli, "outdated", "--registry", reg.url).stdout  # type: ignore[attr-defined]
+    newer = copy.deepcopy(next(s for s in recorded() if s["name"].endswith("/server-time")))
+    newer["version"] = newer["packages"][0]["version"] = "2026.10.19"
+    reg.publish(newer)
+    late = json.loads(run_cli(cli, "outdated", "--registry", reg.url, "--json").stdout)  # type: ignore[attr-defined]
+    assert late["outdated"] == [
+        {"server": "time", "name": "io.github.modelcontextprotocol/server-time", "installed": "0.6.2",
+         "latest": "2026.10.19"}
+    ]  # fmt: skip
+    out = run_cli(cli, "upgrade", "time").stderr  # type: ignore[attr-defined]
+    assert "held for approval" in out
+    cfg = registry.load().get("time")
+    assert cfg.args == ["mcp-server-time==2026.10.19"] and cfg.source["version"] == "2026.10.19"  # type: ignore[index]
+    with Pins.open() as pins:
+        assert pins.server_state(cfg) == "changed"  # the gateway will not start it until approved
+    diff = run_cli(cli, "diff", "time").stdout  # type: ignore[attr-defined]
+    assert "mcp-server-time==0.6.2" in diff and "mcp-server-time==2026.10.19" in diff
+    run_cli(cli, "approve", "time", "--no-probe")
+    with Pins.open() as pins:
+        assert pins.server_state(registry.load().get("time")) == "approved"
+    assert "already runs" in run_cli(cli, "upgrade", "time", code=4).stderr  # type: ignore[attr-defined]
