@@ -146,7 +146,7 @@ def _add_from_registry(
     timeout: float,
 ) -> None:
     """`coffer add NAME` with no command: install NAME from a registry."""
-    from coffer.errors import CofferError, UsageError
+    from coffer.errors import UsageError
     from coffer.manage import discover
 
     if via is not None and via not in ("npm", "pypi", "oci", "remote"):
