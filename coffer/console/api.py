@@ -22,7 +22,7 @@ from coffer.log.calls import open_log
 from coffer.vault import registry
 
 VERSION = 1
-STATUS = {"usage": 400, "not_found": 404, "conflict": 409, "registry": 409}
+STATUS = {"usage": 400, "not_found": 404, "conflict": 409, "registry": 409, "discovery": 422}
 WINDOWS = {"1h": 3600, "24h": 86_400, "7d": 7 * 86_400, "30d": 30 * 86_400, "90d": 90 * 86_400}
 
 
@@ -145,6 +145,43 @@ def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def find(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """`coffer find`: servers in the vault's registries for a query, installed ones marked."""
+    from coffer.manage import discover
+
+    found = discover.find(params.get("q", ""), None, _int(params, "k", 10, 50))
+    return {"servers": found.hits, "searched": found.searched, "registries": found.registries, "notes": found.notes}
+
+
+def install_plan(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """`coffer add NAME --dry-run`: what an install would run and which inputs it asks for."""
+    from coffer.manage import discover
+
+    entry = discover.resolve(params.get("name", ""), params.get("registry") or None)
+    return {"plan": discover.prepare(entry, {}, params.get("as") or None, dry_run=True).describe()}
+
+
+def install(_params: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    """`coffer add NAME` from a registry, the inputs answered in the body (`env`), as `--env` answers them."""
+    from coffer.manage import discover
+
+    env = body.get("env") or {}
+    if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+        raise UsageError("env must be an object of input names to strings")
+    entry = discover.resolve(str(body.get("name", "")), body.get("registry") or None)
+    answers = {k: v for k, v in env.items() if v != ""}
+    prepared = discover.prepare(entry, answers, body.get("as") or None)
+    added = discover.install(prepared, probe=body.get("probe", True) is not False)
+    return {"added": added.cfg.name, "launch": added.cfg.launch_line(), "counts": added.counts}
+
+
+def _int(params: dict[str, str], key: str, default: int, most: int) -> int:
+    try:
+        return min(int(params.get(key, str(default))), most)
+    except ValueError:
+        raise UsageError(f"{key} must be a whole number, got {params.get(key)!r}") from None
+
+
 def usage(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     """The log page: calls over time, per server and per tool (the figures of `coffer log stats`), and
     the listed tools never called, over a window (1h, 24h, 7d, 30d, 90d)."""
@@ -210,6 +247,9 @@ ROUTES = [
     Route("/api/servers/{name}/review", _endpoint(review)),
     Route("/api/servers/{name}/approve", _endpoint(approve, writes=True), methods=["POST"]),
     Route("/api/servers/{name}/enabled", _endpoint(set_server, writes=True), methods=["POST"]),
+    Route("/api/find", _endpoint(find)),
+    Route("/api/find/plan", _endpoint(install_plan)),
+    Route("/api/servers/add", _endpoint(install, writes=True), methods=["POST"]),
     Route("/api/tools", _endpoint(tools)),
     Route("/api/tools/{name}/{tool}/enabled", _endpoint(set_tool, writes=True), methods=["POST"]),
     Route("/api/search", _endpoint(search)),

@@ -269,3 +269,59 @@ def test_a_visit_without_the_token_gets_a_page_that_says_what_to_do(browser: Any
         )
     finally:
         context.close()
+
+
+def test_servers_page_finds_and_adds_from_a_registry(
+    browser: Any, tmp_path: Path, shots: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Find by what a server does, add one with its secret input, and see it in the vault, marked
+    installed the next time: against a real registry on 127.0.0.1 serving recorded real entries."""
+    from coffer.trust import secrets
+    from tests.console.conftest import start_console, stop_console
+    from tests.fixtures.registry_server import RecordedRegistry
+
+    home = tmp_path / "vault"
+    home.mkdir()
+    with RecordedRegistry() as reg:
+        (home / "coffer.toml").write_text(f'[registries]\nofficial = "{reg.url}"\n')
+        console = start_console(home)
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        tab = context.new_page()
+        problems: list[str] = []
+        tab.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+        try:
+            tab.goto(console.url)
+            tab.wait_for_selector("main[aria-busy=false] #find-servers")
+            tab.get_by_role("searchbox", name="find servers in the registry").fill("read a figma design")
+            tab.keyboard.press("Enter")
+            tab.wait_for_selector("#found tr[data-entry]")
+            assert tab.locator("#found tr[data-entry]").first.get_attribute("data-entry") == (
+                "io.github.GLips/Figma-Context-MCP"
+            )
+            row = tab.locator("#found tr[data-entry='io.github.GLips/Figma-Context-MCP']")
+            row.locator("button:has-text('Add…')").click()
+            form = tab.locator("tr[data-install] form")
+            form.wait_for()
+            assert "npx -y figma-developer-mcp@0.13.2 --stdio" in form.inner_text()
+            key = form.get_by_label("FIGMA_API_KEY")
+            assert key.get_attribute("type") == "password" and key.get_attribute("required") is not None
+            key.fill("figd_console_secret")
+            form.get_by_label("start it once to list its tools").uncheck()
+            shoot(tab, shots, "find-add")
+            form.locator("button:has-text('Add figma')").click()
+            wait_notice(tab, "added figma")
+            tab.wait_for_selector("#servers tr[data-server=figma]")
+            monkeypatch.setenv("COFFER_HOME", str(home))
+            cfg = registry.load().get("figma")
+            assert cfg.source is not None and cfg.source["name"] == "io.github.GLips/Figma-Context-MCP"
+            assert cfg.env == {"FIGMA_API_KEY": "${secret:figma.FIGMA_API_KEY}"}
+            assert secrets.resolve("figma.FIGMA_API_KEY") == "figd_console_secret"
+            assert "figd_console_secret" not in (home / "coffer.toml").read_text()
+            tab.get_by_role("searchbox", name="find servers in the registry").fill("figma")
+            tab.keyboard.press("Enter")
+            installed = "#found tr[data-entry='io.github.GLips/Figma-Context-MCP'] .badge:has-text('as figma')"
+            tab.wait_for_selector(installed)
+        finally:
+            context.close()
+            stop_console(console)
+    assert problems == [], problems

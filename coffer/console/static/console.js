@@ -111,7 +111,8 @@ async function serversPage(root) {
     ),
   );
   if (!rows.length) {
-    root.append(el("p", { class: "muted" }, "No servers yet: coffer add NAME -- COMMAND ARGS…"));
+    root.append(el("p", { class: "muted" }, "No servers yet: find one below, or coffer add NAME -- COMMAND ARGS…"),
+      findSection());
     return;
   }
   const body = el("tbody");
@@ -138,7 +139,95 @@ async function serversPage(root) {
   root.append(el("table", { id: "servers" },
     el("thead", {}, el("tr", {}, ["server", "state", "process", "tools", "tokens", "last error", "enabled", ""].map((h, i) =>
       el("th", { class: i === 3 || i === 4 ? "num" : null }, h)))),
-    body));
+    body), findSection());
+}
+
+// ---------------------------------------------------------------- find and add from a registry
+
+function findSection() {
+  const results = el("div", { id: "find-results" });
+  const input = el("input", {
+    type: "search", id: "find", "aria-label": "find servers in the registry",
+    placeholder: "what should a server do? (open a pull request, query a postgres database)",
+  });
+  const form = el("form", {
+    class: "toolbar",
+    onsubmit: (ev) => { ev.preventDefault(); if (input.value.trim()) runFind(input.value.trim(), results); },
+  }, input, el("button", { type: "submit" }, "Find"));
+  return el("section", { id: "find-servers" }, el("h2", {}, "Find servers in the registry"), form, results);
+}
+
+async function runFind(query, results) {
+  results.replaceChildren(el("p", { class: "muted" }, "Searching the registry…"));
+  let data;
+  try {
+    data = await api(`/api/find?q=${encodeURIComponent(query)}&k=10`);
+  } catch (err) {
+    results.replaceChildren(el("p", { class: "error" }, err.message));
+    return;
+  }
+  const notes = data.notes.map((n) => el("p", { class: "muted note" }, n));
+  const ages = data.registries.map((r) => `${r.url}: ${r.entries} servers, read ${r.age}`).join("; ");
+  if (!data.servers.length) {
+    results.replaceChildren(...notes, el("p", { class: "muted" }, `No server matches (${ages}).`));
+    return;
+  }
+  const body = el("tbody");
+  for (const s of data.servers) {
+    const what = s.title && s.title !== s.description ? `${s.title}: ${s.description}` : s.description;
+    const tr = el("tr", { "data-entry": s.name },
+      el("td", {}, el("b", {}, s.short), el("div", { class: "desc" }, s.name)),
+      el("td", {}, s.version),
+      el("td", {}, s.runs_as.join(", ")),
+      el("td", {}, el("div", { class: "desc" }, firstLine(what, 160))),
+      el("td", {}, s.installed
+        ? el("span", { class: "badge ok" }, `installed as ${s.installed}`)
+        : el("button", { class: "primary", onclick: () => showInstall(s, tr) }, "Add…")));
+    body.append(tr);
+  }
+  results.replaceChildren(...notes, el("p", { class: "legend" }, ages),
+    el("table", { id: "found" },
+      el("thead", {}, el("tr", {}, ["server", "version", "runs as", "what it does", ""].map((h) => el("th", {}, h)))),
+      body));
+}
+
+async function showInstall(entry, tr) {
+  const open = tr.nextElementSibling;
+  if (open && open.dataset.install === entry.name) { open.remove(); return; }
+  let plan;
+  try {
+    plan = (await api(`/api/find/plan?name=${encodeURIComponent(entry.name)}&registry=${encodeURIComponent(entry.registry)}`)).plan;
+  } catch (err) {
+    notice(err.message, true);
+    return;
+  }
+  const vaultName = el("input", { type: "text", value: plan.name, "aria-label": "name in the vault" });
+  const start = el("input", { type: "checkbox", checked: true, "aria-label": "start it once to list its tools" });
+  const fields = plan.inputs.map((i) => el("label", { class: "input" },
+    el("span", {}, i.name, i.required ? " (required)" : " (optional)", i.secret ? ", kept in the secret store" : ""),
+    el("input", {
+      type: i.secret ? "password" : "text", "data-input": i.name, autocomplete: "off",
+      required: i.required && !i.default, placeholder: i.default || "", "aria-label": i.name,
+    }),
+    i.description ? el("span", { class: "muted" }, i.description) : null));
+  const button = el("button", { type: "submit", class: "primary" }, `Add ${entry.short}`);
+  const form = el("form", {
+    onsubmit: async (ev) => {
+      ev.preventDefault();
+      const env = {};
+      for (const f of form.querySelectorAll("[data-input]")) if (f.value) env[f.dataset.input] = f.value;
+      button.disabled = true;
+      await change(() => api("/api/servers/add",
+        { name: entry.name, registry: entry.registry, as: vaultName.value, env, probe: start.checked }),
+      (a) => `added ${a.added}: ${a.launch}`);
+    },
+  },
+  el("p", {}, "Runs ", el("code", {}, plan.launch), ` (${plan.runs_as}, pinned to ${plan.entry.version})`),
+  el("label", { class: "input" }, el("span", {}, "name in the vault"), vaultName),
+  ...fields,
+  el("label", {}, start, " start it once to list its tools"),
+  el("div", {}, button));
+  tr.after(el("tr", { "data-install": entry.name }, el("td", { colspan: 5 }, el("div", { class: "review" }, form))));
 }
 
 function processLine(p) {
