@@ -159,6 +159,23 @@ def rows(registries: list[str], path: Path | None = None) -> tuple[list[Row], st
     return found, hashlib.sha256(repr(gens).encode()).hexdigest()[:24]
 
 
+def matching(terms: list[str], registries: list[str], limit: int = 50) -> list[Row]:
+    """Cached entries whose name or text holds one of `terms` (BM25 stems: "slack", "messag"); none
+    when nothing was ever cached. Read only: the gateway asks this on the call path."""
+    where = cache_path()
+    if not terms or not registries or not where.exists():
+        return []
+    marks = ",".join("?" * len(registries))
+    likes = " OR ".join("lower(name || ' ' || short || ' ' || text) LIKE ?" for _ in terms)
+    with _open(where) as conn:
+        found = conn.execute(
+            f"SELECT registry, name, version, short, title, text FROM entries WHERE registry IN ({marks}) "
+            f"AND ({likes}) ORDER BY name LIMIT ?",
+            [*registries, *(f"%{t.lower()}%" for t in terms), limit],
+        ).fetchall()
+    return [Row(*r) for r in found]
+
+
 def entry(registry: str, name: str, path: Path | None = None) -> Entry | None:
     """The cached latest version of `name` in `registry`, parsed."""
     with _open(path) as conn:

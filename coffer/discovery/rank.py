@@ -32,3 +32,22 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     ranker = Ranker(docs, "hybrid", paths.cache_dir(), docs_key=f"registries-{generation}", english_docs=True)
     result = ranker.search(query, k)
     return [Hit(rows[int(doc.id)], score) for doc, score in result.hits], len(rows)
+
+
+def suggest(query: str, unknown: list[str], registries: list[str], k: int = 3) -> list[dict[str, str]]:
+    """Registry servers for what the vault knows nothing of: the cached entries that hold one of the
+    query's `unknown` words, best first. From the cache only, never the network (the gateway's call
+    path); none when nothing was ever cached."""
+    from coffer.ranking import Ranker
+
+    rows = cache.matching(unknown, registries)
+    if not rows:
+        return []
+    docs = [Doc(id=str(n), name=r.short, text=r.text) for n, r in enumerate(rows)]
+    ranked = Ranker(docs, "hybrid", None, english_docs=True).search(query, min(k, len(docs)))
+    out = []
+    for doc, _ in ranked.hits:
+        row = rows[int(doc.id)]
+        about = row.text if len(row.text) <= 160 else row.text[:159] + "…"
+        out.append({"name": row.name, "version": row.version, "about": about, "install": f"coffer add {row.name}"})
+    return out

@@ -9,6 +9,7 @@ reused while the catalogue is unchanged (keyed by the merged catalogue's hash).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -152,26 +153,38 @@ def call_tool_definition() -> dict[str, Any]:
 
 
 async def search_tools(
-    visible: Sequence[CatalogueTool], catalogue_key: str, args: dict[str, Any], hidden: frozenset[str] = frozenset()
+    visible: Sequence[CatalogueTool],
+    catalogue_key: str,
+    args: dict[str, Any],
+    hidden: frozenset[str] = frozenset(),
+    registries: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Rank the visible upstream tools for `query`; results carry the real schemas under exposed names.
 
     `hidden`: tools this client was not shown (a profile); the result tells it to call them with
-    coffer__call_tool, and marks each such result `"via": "coffer__call_tool"`."""
+    coffer__call_tool, and marks each such result `"via": "coffer__call_tool"`. Where the query names
+    what no tool here knows ("slack"), the registry cache's servers that do are named (`registries`:
+    the vault's; the cache only, never the network)."""
     query = _text_arg(args, "query", SEARCH)
     k = top_k(args)
     if not visible:
         return text_result({"tools": [], "total_searched": 0})
     from coffer.ranking import cached_ranker, docs_from_tools
 
-    def rank() -> Any:
+    def rank() -> tuple[Any, list[str], list[dict[str, str]]]:
         docs = docs_from_tools(visible)
         ranker = cached_ranker(
             docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key, implied_needs=True, english_docs=True
         )
-        return ranker.search(query, k)
+        unknown = ranker.unmatched(query) if registries else []
+        offers: list[dict[str, str]] = []
+        if unknown:
+            from coffer.discovery.rank import suggest
 
-    res = await anyio.to_thread.run_sync(rank)
+            offers = suggest(query, unknown, list(registries))
+        return ranker.search(query, k), unknown, offers
+
+    res, unknown, offers = await anyio.to_thread.run_sync(rank)
     by_name = {t.name: t for t in visible}
     tools = [
         {
@@ -185,9 +198,27 @@ async def search_tools(
         if doc.id in by_name
     ]
     payload: dict[str, Any] = {"tools": tools, "total_searched": res.total}
+    notes = []
     if any(doc.id in hidden for doc, _ in res.hits):
-        payload["note"] = f"Tools marked via {CALL} are not in your tool list: call them with {CALL}(name, arguments)."
+        notes.append(f"Tools marked via {CALL} are not in your tool list: call them with {CALL}(name, arguments).")
+    if offers:
+        payload["registry"] = offers
+        words = ", ".join(f"'{w}'" for w in _words_of(query, unknown))
+        notes.append(
+            f"No tool in this vault knows {words}. Servers in the MCP registry that do are under 'registry': "
+            "tell the user, who can add one with `coffer add NAME`."
+        )
+    if notes:
+        payload["note"] = " ".join(notes)
     return text_result(payload)
+
+
+def _words_of(query: str, terms: list[str]) -> list[str]:
+    """The query's own words behind these BM25 terms ("Slack" for "slack", "messages" for "messag")."""
+    from coffer.ranking.tokenize import tokenize
+
+    words = [w for w in re.findall(r"[A-Za-z0-9]+", query) if set(tokenize(w)) & set(terms)]
+    return list(dict.fromkeys(words)) or terms
 
 
 async def ask(ctx: Any, args: dict[str, Any], servers: list[str]) -> dict[str, Any]:

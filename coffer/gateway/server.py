@@ -456,7 +456,9 @@ class Gateway:
             return await bigresults.read_tool(args, bigresults.cap_for(self.view.registry.settings, None, params.meta))
         if params.name == SEARCH:
             m = self.view.merged()
-            return await builtins.search_tools(m.visible_tools, m.key, args, self.listings.hidden())
+            return await builtins.search_tools(
+                m.visible_tools, m.key, args, self.listings.hidden(), list(self.registry.registries.values())
+            )
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
 
 

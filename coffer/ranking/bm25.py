@@ -127,6 +127,10 @@ class BM25Index:
         index._spans = {t: (bounds[i], bounds[i + 1]) for i, t in enumerate(terms)}
         return index
 
+    def knows(self, term: str) -> bool:
+        """Whether any doc holds `term`."""
+        return term in self._spans
+
     def scores(self, query_terms: Sequence[str], weights: dict[str, float] | None = None) -> np.ndarray:
         """Score of every doc for the query (0.0 where no query term occurs); repeats count once, and
         `weights` scales a term's contribution (the query's action, a mapped synonym)."""

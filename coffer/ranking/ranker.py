@@ -170,6 +170,21 @@ class Ranker:
         total = self._fit(fused, rw)
         return {"total": total, "lexical": lex, "semantic": sem, "name": total - fused}
 
+    def unmatched(self, query: str) -> list[str]:
+        """The query's own words (as BM25 terms, its action aside) that no doc holds: what the docs know
+        nothing of ("slack" in a vault without Slack). Mapped synonyms and implied words do not count."""
+        if self.rules.glossary:
+            query = translate(query, keep_original=not self.english_docs)
+        from coffer.ranking.tokenize import tokenize
+
+        rw = rewrite(query, vocabulary=self.rules.vocabulary)
+        action = set(tokenize(rw.action)) if rw.action else set()
+        return [
+            t
+            for t in rw.terms
+            if rw.weights.get(t, 1.0) >= 1.0 and t not in action and len(t) >= 3 and not self.index.bm25.knows(t)
+        ]
+
     def search(self, query: str, k: int = 5, explain: bool = False) -> RankResult:
         """The k best docs for `query`, best first, never a zero-score doc; `explain` adds each hit's
         score parts.
