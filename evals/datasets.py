@@ -15,8 +15,9 @@ DATASETS = ("coffer-real", "livemcpbench", "metatool")
 # 36 coffer-real queries written in six other languages (es, de, fr, pt, zh, ja);
 # coffer-real-i18n-heldout is 15 others in eight (it and ru too), written after the glossary
 # (coffer.ranking.languages) was, to measure it on queries it was not written in view of.
-EXTRA_DATASETS = ("coffer-real-i18n", "coffer-real-i18n-heldout")
-_TOOLS_FROM = {"coffer-real-i18n": "coffer-real", "coffer-real-i18n-heldout": "coffer-real"}
+# plain-asks: everyday asks (remember, forget, add two numbers, the time in Tokyo), over coffer-real's tools.
+EXTRA_DATASETS = ("coffer-real-i18n", "coffer-real-i18n-heldout", "plain-asks")
+_TOOLS_FROM = dict.fromkeys(EXTRA_DATASETS, "coffer-real")
 # metatool has 21,111 queries; a fixed, order-independent subsample keeps the default run fast.
 METATOOL_SAMPLE = 1000
 
@@ -119,3 +120,10 @@ def load(name: str, full: bool = False, part: str | None = None) -> Dataset:
         for i, r in enumerate(rows)
     ]
     return Dataset(name=name, tools=tools, queries=queries, note=note)
+
+
+def out_of_vault(ds: Dataset) -> list[str]:
+    """data/out-of-vault's queries whose service no tool of `ds` names: the right answer is nothing."""
+    text = " ".join(f"{t.name} {t.description}" for t in ds.tools).lower()
+    rows = _read_jsonl(DATA_DIR / "out-of-vault" / "queries.jsonl")
+    return [r["query"] for r in rows if r["service"].lower() not in text]

@@ -64,6 +64,13 @@ def evaluate(
     n = len(ds.queries)
     row: dict[str, Any] = {"dataset": ds.name, "ranker": mode, "ran": ranker.ranker, "queries": n}
     row.update({name: round(100.0 * value / n, 1) if n else 0.0 for name, value in totals.items()})
+    # abstention: out-of-vault queries answered with nothing (right), in-vault ones (wrong)
+    outside = datasets.out_of_vault(ds)
+    wrong = sum(not ranker.search(q.text, K).hits for q in ds.queries)
+    right = sum(not ranker.search(q, K).hits for q in outside)
+    row["wrong_abstain"] = round(100.0 * wrong / max(n, 1), 1)
+    row["abstain"] = round(100.0 * right / len(outside), 1) if outside else None
+    row["out_of_vault"] = len(outside)
     row["ms_per_query"] = round(1000.0 * search_s / n, 3) if n else 0.0
     row["build_s"] = round(build_s, 3)
     if ds.note:
@@ -132,7 +139,7 @@ def default_rankers() -> list[str]:
 def _render(rows: list[dict]) -> None:
     from coffer.cli import render
 
-    cols = ["dataset", "ranker", "queries", *metrics.METRICS, "ms/query"]
+    cols = ["dataset", "ranker", "queries", *metrics.METRICS, "abstain", "wrong abst.", "ms/query"]
     render.table(
         [c.replace("recall", "R").replace("hit", "Hit").replace("mrr", "MRR").replace("ndcg", "nDCG") for c in cols],
         [
@@ -141,6 +148,8 @@ def _render(rows: list[dict]) -> None:
                 r["ranker"] if r["ran"] == r["ranker"] else f"{r['ranker']} (ran {r['ran']})",
                 r["queries"],
                 *("-" if r[m] is None else f"{r[m]:.1f}" for m in metrics.METRICS),
+                "-" if r.get("abstain") is None else f"{r['abstain']:.1f} of {r['out_of_vault']}",
+                "-" if r.get("wrong_abstain") is None else f"{r['wrong_abstain']:.1f}",
                 f"{r['ms_per_query']:.2f}",
             ]
             for r in rows

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -20,6 +20,7 @@ from mcp.shared.message import ServerMessageMetadata
 from coffer.errors import CofferError
 from coffer.vault import paths
 from coffer.vault.catalogue import CatalogueTool
+from coffer.vault.registry import Registry
 
 BUILTIN = "coffer"
 SEARCH = "coffer__search_tools"
@@ -73,6 +74,100 @@ def _text_arg(args: dict[str, Any], key: str, tool: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise CallFailure("error", "bad_arguments", f"{tool} needs a non-empty '{key}' string")
     return value
+
+
+HOLDINGS_TOKENS = 200  # the vault's part of the search tool's description, in the result cap's tokens
+_GENERIC = frozenset({"tool", "tools", "data", "info", "item", "items", "by", "id", "all", "new"})
+
+
+def withheld(
+    listed: Mapping[str, CatalogueTool], visible: Sequence[CatalogueTool], reg: Registry
+) -> list[tuple[CatalogueTool, str, str]]:
+    """Listed tools agents may not see, each with why in a few words and the command that shows it."""
+    shown = {t.name for t in visible}
+    out: list[tuple[CatalogueTool, str, str]] = []
+    for t in listed.values():
+        cfg = reg.servers.get(t.server)
+        if t.name in shown or cfg is None:
+            continue
+        if not cfg.enabled:
+            out.append((t, "disabled", f"coffer enable {t.server}"))
+        elif t.tool in cfg.disabled_tools or t.name in cfg.disabled_tools:
+            out.append((t, "disabled", f"coffer enable {t.name}"))
+        else:  # its launch config or the tool itself waits for the user's review
+            out.append((t, "awaiting approval", f"coffer approve {t.server}"))
+    return out
+
+
+def described(defs: list[dict[str, Any]], tools: Sequence[CatalogueTool]) -> list[dict[str, Any]]:
+    """The built-ins with `coffer__search_tools` saying what this vault holds (agents skip a search tool
+    whose description is generic): rebuilt with the merged catalogue, so it follows list_changed."""
+    out = []
+    for d in defs:
+        if d.get("name") == SEARCH:
+            d = {**d, "description": f"{d['description']} {holdings(tools)}"}
+        out.append(d)
+    return out
+
+
+def holdings(tools: Sequence[CatalogueTool], budget: int = HOLDINGS_TOKENS) -> str:
+    """ "This vault holds 3 servers, 40 tools: github (26: pull request, issue, file), ..." within
+    `budget` tokens: servers with the most tools first, each with what its tool names act on; past the
+    budget, servers by name and count only, then "and N more". Tool names only (a fixed character set),
+    never an upstream's free text, go into it."""
+    from coffer.results.tokens import count
+
+    by_server: dict[str, list[CatalogueTool]] = {}
+    for t in tools:
+        by_server.setdefault(t.server, []).append(t)
+    if not by_server:
+        return "This vault holds no server's tools yet."
+    head = f"This vault holds {len(by_server)} server{'s' if len(by_server) != 1 else ''}, {len(tools)} tools: "
+    order = sorted(by_server, key=lambda s: (-len(by_server[s]), s))
+    parts: list[str] = []
+
+    def text(pieces: list[str], more: int) -> str:
+        return head + "; ".join(pieces) + (f"; and {more} more server{'s' if more != 1 else ''}." if more else ".")
+
+    for n, server in enumerate(order):
+        objects = _objects(server, by_server[server])
+        full = f"{server} ({len(by_server[server])}{': ' + ', '.join(objects) if objects else ''})"
+        short = f"{server} ({len(by_server[server])})"
+        fitted = next((p for p in (full, short) if count(text([*parts, p], len(order) - n - 1)) <= budget), None)
+        if fitted is None:
+            return text(parts, len(order) - n)
+        parts.append(fitted)
+    return text(parts, 0)
+
+
+def _objects(server: str, tools: Sequence[CatalogueTool], most: int = 3) -> list[str]:
+    """What a server's tools act on, most named first: each tool name without its leading action and
+    without the words most of its names share (`browser_` of every Playwright tool, the server's name)."""
+    from coffer.ranking.tokenize import STOPWORDS, split_words
+    from coffer.ranking.vocabulary import ACTION_VERBS
+
+    names = [split_words(t.tool) for t in tools]
+    common = {w for w in {w for ws in names for w in ws} if sum(w in ws for ws in names) > len(names) / 2}
+    noise = common | set(split_words(server)) | _GENERIC | STOPWORDS
+    seen: dict[str, int] = {}
+    for words in names:
+        words = [w for w in words if w not in noise and not w.isdigit()]
+        while words and words[0] in ACTION_VERBS:
+            words.pop(0)
+        if words:
+            phrase = f"{words[0]} {_singular(words[1])}" if len(words) > 1 else _singular(words[0])
+            seen[phrase] = seen.get(phrase, 0) + 1
+    return sorted(seen, key=lambda p: -seen[p])[:most]
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
 
 
 def tool_definitions() -> list[dict[str, Any]]:
@@ -158,20 +253,23 @@ async def search_tools(
     args: dict[str, Any],
     hidden: frozenset[str] = frozenset(),
     registries: Sequence[str] = (),
+    withheld: Sequence[tuple[CatalogueTool, str, str]] = (),
 ) -> dict[str, Any]:
     """Rank the visible upstream tools for `query`; results carry the real schemas under exposed names.
 
     `hidden`: tools this client was not shown (a profile); the result tells it to call them with
     coffer__call_tool, and marks each such result `"via": "coffer__call_tool"`. Where the query names
     what no tool here knows ("slack"), the registry cache's servers that do are named (`registries`:
-    the vault's; the cache only, never the network)."""
+    the vault's; the cache only, never the network). `withheld`: tools the user has not let agents
+    see (disabled, awaiting approval) with why and what shows them; a result counts its matches among
+    them, server by server, and never names them."""
     query = _text_arg(args, "query", SEARCH)
     k = top_k(args)
     if not visible:
         return text_result({"tools": [], "total_searched": 0})
     from coffer.ranking import cached_ranker, docs_from_tools
 
-    def rank() -> tuple[Any, list[str], list[dict[str, str]]]:
+    def rank() -> tuple[Any, list[str], list[dict[str, str]], dict[tuple[str, str, str], int]]:
         docs = docs_from_tools(visible)
         ranker = cached_ranker(
             docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key, implied_needs=True, english_docs=True
@@ -182,9 +280,22 @@ async def search_tools(
             from coffer.discovery.rank import suggest
 
             offers = suggest(query, unknown, list(registries))
-        return ranker.search(query, k), unknown, offers
+        counted: dict[tuple[str, str, str], int] = {}
+        if withheld:  # the best k over every tool, the withheld included: how many of them are matches
+            why = {t.name: (t.server, reason, fix) for t, reason, fix in withheld}
+            every = cached_ranker(
+                docs_from_tools([*visible, *(t for t, _, _ in withheld)]),
+                mode="hybrid",
+                cache_dir=paths.cache_dir(),
+                implied_needs=True,
+                english_docs=True,
+            )
+            for doc, _ in every.search(query, k).hits:
+                if doc.id in why:
+                    counted[why[doc.id]] = counted.get(why[doc.id], 0) + 1
+        return ranker.search(query, k), unknown, offers, counted
 
-    res, unknown, offers = await anyio.to_thread.run_sync(rank)
+    res, unknown, offers, counted = await anyio.to_thread.run_sync(rank)
     by_name = {t.name: t for t in visible}
     tools = [
         {
@@ -199,6 +310,18 @@ async def search_tools(
     ]
     payload: dict[str, Any] = {"tools": tools, "total_searched": res.total}
     notes = []
+    if counted:
+        payload["hidden"] = [
+            {"server": srv, "count": n, "why": why, "fix": fix} for (srv, why, fix), n in sorted(counted.items())
+        ]
+        notes.append(
+            "Not shown: "
+            + "; ".join(
+                f"{n} matching tool{'s' if n != 1 else ''} of '{srv}' {'is' if n == 1 else 'are'} {why}: `{fix}`"
+                for (srv, why, fix), n in sorted(counted.items())
+            )
+            + " (the user can run it)."
+        )
     if any(doc.id in hidden for doc, _ in res.hits):
         notes.append(f"Tools marked via {CALL} are not in your tool list: call them with {CALL}(name, arguments).")
     if offers:

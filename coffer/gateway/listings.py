@@ -118,10 +118,10 @@ class Listings:
         if shown is None:  # decided once, at the first list: stable while the log changes
             usage = await anyio.to_thread.run_sync(_usage)
             order = list(self.view.registry.servers)
-            shown = advertise.select(profile, merged.visible_tools, len(self.view.builtins), usage, order)
+            shown = advertise.select(profile, merged.visible_tools, len(merged.builtins), usage, order)
             self._shown[profile.name] = shown
         listed = advertise.tools_result(
-            self.view.builtins,
+            merged.builtins,
             builtins.call_tool_definition(),
             merged.visible_tools,
             shown,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coffer.gateway import apps
+from coffer.gateway.builtins import described
 from coffer.vault.catalogue import CatalogueTool, build_tools
 
 Refusal = Callable[..., str | None]
@@ -35,6 +36,7 @@ class Merged:
     ui_renamed: dict[str, dict[str, str]] = field(default_factory=dict)  # server -> {own URI: exposed URI}
     templates: list[tuple[str, Any]] = field(default_factory=list)
     key: str = ""  # hash of the visible tools: the ranker is rebuilt only when it changes
+    builtins: list[dict[str, Any]] = field(default_factory=list)  # as advertised: search says what is here
 
 
 def merge(
@@ -98,6 +100,8 @@ def merge(
                 continue
             m.templates_result.append(tpl)
     m.visible_tools.sort(key=lambda t: t.name)
+    m.builtins = described(list(builtins), m.visible_tools)
+    m.tools_result = list(m.builtins)
     digest = hashlib.sha256()
     for t in m.visible_tools:
         m.tools_result.append(wire_of.get(t.name) or t.wire)

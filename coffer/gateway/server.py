@@ -456,8 +456,14 @@ class Gateway:
             return await bigresults.read_tool(args, bigresults.cap_for(self.view.registry.settings, None, params.meta))
         if params.name == SEARCH:
             m = self.view.merged()
+            reg = self.view.registry
             return await builtins.search_tools(
-                m.visible_tools, m.key, args, self.listings.hidden(), list(self.registry.registries.values())
+                m.visible_tools,
+                m.key,
+                args,
+                self.listings.hidden(),
+                list(reg.registries.values()),
+                builtins.withheld(m.tools, m.visible_tools, reg),
             )
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
 

@@ -57,6 +57,13 @@ VERB_INTENTS: dict[str, tuple[str, ...]] = {
     "dump": ("write", "export"),
     "book": ("reserve",),
     "ping": ("check", "status"),
+    # everyday words for what memory tools do, and arithmetic in words
+    "remember": ("memory", "store", "add"),
+    "memorize": ("memory", "store", "add"),
+    "forget": ("memory", "delete", "remove"),
+    "recall": ("memory", "search", "read"),
+    "plus": ("add", "sum"),
+    "minus": ("subtract", "difference"),
 }
 
 # shell and jargon words -> what catalogues say
