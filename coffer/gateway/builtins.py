@@ -265,7 +265,7 @@ async def search_tools(
     them, server by server, and never names them."""
     query = _text_arg(args, "query", SEARCH)
     k = top_k(args)
-    if not visible:
+    if not visible and not withheld:
         return text_result({"tools": [], "total_searched": 0})
     from coffer.ranking import cached_ranker, docs_from_tools
 

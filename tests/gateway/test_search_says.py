@@ -63,10 +63,12 @@ async def test_the_description_follows_the_vault(coffer_home: Path) -> None:
 async def test_withheld_matches_are_counted_never_named(coffer_home: Path) -> None:
     add_fixture(coffer_home, "alpha", disabled_tools=["echo"])
     async with serve(coffer_home) as s:
+        assert "alpha__add" in await s.tool_names()  # the first list waits for alpha's
         found = await s.call("coffer__search_tools", {"query": "echo the text back", "top_k": 3})
         payload = found.structured_content or {}
         assert "alpha__echo" not in [t["name"] for t in payload["tools"]]
-        assert payload["hidden"] == [{"server": "alpha", "count": 1, "why": "disabled", "fix": "coffer enable alpha__echo"}]
+        withheld = {"server": "alpha", "count": 1, "why": "disabled", "fix": "coffer enable alpha__echo"}
+        assert payload["hidden"] == [withheld]
         assert "1 matching tool of 'alpha' is disabled: `coffer enable alpha__echo`" in payload["note"]
         plain = await s.call("coffer__search_tools", {"query": "add two numbers", "top_k": 1})
         assert "hidden" not in (plain.structured_content or {})
