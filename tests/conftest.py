@@ -18,6 +18,9 @@ os.environ["COFFER_EMBEDDINGS"] = "wordllama"
 # `coffer serve` goes through the vault's engine: one a test (or a module's gateway) started exits a few
 # seconds after its last session instead of ten minutes, so engines never pile up over the suite.
 os.environ["COFFER_ENGINE_IDLE"] = "3"
+# Tables and wrapped lines render at one width whatever runs the suite (a terminal, CI's pipe, a
+# pytest-xdist worker), so an assertion on a command's text never depends on where it ran.
+os.environ["COLUMNS"] = "160"
 
 
 SERVE_MODES = ("engine", "in-process")
