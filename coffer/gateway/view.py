@@ -9,6 +9,7 @@ a listing or the trust state changes; the merged view and remembered refusals fo
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -20,6 +21,8 @@ from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, paths, registry
 from coffer.vault.catalogue import KINDS, Listing, build_tools
+
+SETTLE_S = 0.3  # a registry file younger than this may still be being written
 
 log = logging.getLogger("coffer.gateway")
 
@@ -70,13 +73,21 @@ class View:
         self.version += 1
 
     def current_registry(self) -> registry.Registry:
-        """The registry, re-read only when the file changed; a broken file keeps the last good one."""
+        """The registry, re-read only when the file changed; a broken file keeps the last good one.
+
+        A file rewritten in place (same inode) in the last SETTLE_S is left for the next look (the vault
+        watcher's, half a second on): an editor that saves by truncating and rewriting would otherwise
+        be read half written, an empty vault served and then kept as the last good one. A file replaced
+        whole (Coffer's own edits, most editors) is read at once."""
         path = self.registry_path
         try:
             st = path.stat()
             stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
         except FileNotFoundError:
             stamp = None
+        in_place = stamp is not None and self._reg_stamp is not None and stamp[2] == self._reg_stamp[2]
+        if in_place and stamp != self._reg_stamp and self.registry_loaded and time.time() - st.st_mtime < SETTLE_S:
+            return self.registry
         if stamp != self._reg_stamp:
             try:
                 self.registry = registry.load(path)
