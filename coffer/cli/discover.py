@@ -29,43 +29,12 @@ def find(
 ) -> None:
     """Find servers in MCP registries by what they do, ranked like `coffer search`; installed ones marked.
     Works offline from the cache (refreshed when older than a day) and says how old it is."""
+    from coffer.cli.quick import show_find
     from coffer.errors import UsageError
-    from coffer.manage import discover
 
     if refresh and offline:
         raise UsageError("--refresh and --offline contradict each other")
-    found = discover.find(query, from_registry, limit, "refresh" if refresh else "offline" if offline else "auto")
-    if as_json:
-        render.print_json(
-            {
-                "version": render.JSON_VERSION,
-                "query": query,
-                "servers": found.hits,
-                "searched": found.searched,
-                "registries": found.registries,
-                "notes": found.notes,
-            }
-        )
-        return
-    for note in found.notes:
-        render.warn(note)
-    rows = [
-        (
-            h["short"],
-            h["name"],
-            h["version"],
-            ", ".join(h["runs_as"]),
-            render.first_line(h["title"] or h["description"], 60),
-            f"yes ({h['installed']})" if h["installed"] else "",
-        )
-        for h in found.hits
-    ]
-    ages = "; ".join(f"{r['url']}: {r['entries']} servers, read {r['age']}" for r in found.registries)
-    if rows:
-        render.table(["short", "name", "version", "runs as", "what", "installed"], rows, caption=ages)
-        render.say("install one: `coffer add NAME` (`--dry-run` first shows what it runs and asks)")
-    elif found.searched:
-        render.text(f"nothing in {found.searched} registry servers matches '{query}' ({ages})")
+    show_find(query, from_registry, limit, "refresh" if refresh else "offline" if offline else "auto", as_json)
 
 
 @app.command()

@@ -1,4 +1,5 @@
-"""`coffer search` and `coffer serve` without Typer: the same commands, started in a fraction of the time.
+"""`coffer search`, `coffer find` and `coffer serve` without Typer: the same commands, started in a
+fraction of the time.
 
 Typer builds a pydantic validator for every parameter it parses, and importing Typer and pydantic
 costs about 0.25 s, a quarter of a `coffer search` run. This module recognises exactly the command
@@ -110,6 +111,83 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
     )
 
 
+def parse_find(argv: Sequence[str]) -> tuple[str, str | None, int, str, bool] | None:
+    """(query, registry, limit, mode, as_json) for a well-formed `find` command line, else None: one
+    query; `--json`, `--offline`, `--refresh`, `-n/--limit N`, `--registry URL` once each."""
+    if not argv or argv[0] != "find":
+        return None
+    query: str | None = None
+    values: dict[str, str] = {}
+    flags: set[str] = set()
+    args = list(argv[1:])
+    while args:
+        arg = args.pop(0)
+        if arg == "--":
+            if len(args) != 1 or query is not None:
+                return None
+            query = args.pop()
+        elif not arg.startswith("-") or arg == "-":
+            if query is not None or arg == "-":
+                return None
+            query = arg
+        elif arg in ("--json", "--offline", "--refresh") and arg not in flags:
+            flags.add(arg)
+        else:
+            name, eq, value = arg.partition("=")
+            name = "--limit" if name == "-n" else name
+            if name not in ("--limit", "--registry") or name in values:
+                return None
+            if not eq:
+                if not args:
+                    return None
+                value = args.pop(0)
+            values[name] = value
+    limit = values.get("--limit", "10")
+    if query is None or not limit.isascii() or not limit.isdigit() or {"--offline", "--refresh"} <= flags:
+        return None
+    mode = "offline" if "--offline" in flags else "refresh" if "--refresh" in flags else "auto"
+    return query, values.get("--registry"), int(limit), mode, "--json" in flags
+
+
+def show_find(query: str, url: str | None, limit: int, mode: str, as_json: bool) -> None:
+    """Rank the vault's registries' cached servers and print them: the body of `coffer find` on either path."""
+    from coffer.cli import render
+    from coffer.manage import discover
+
+    found = discover.find(query, url, limit, mode)
+    if as_json:
+        render.print_json(
+            {
+                "version": render.JSON_VERSION,
+                "query": query,
+                "servers": found.hits,
+                "searched": found.searched,
+                "registries": found.registries,
+                "notes": found.notes,
+            }
+        )
+        return
+    for note in found.notes:
+        render.warn(note)
+    rows = [
+        (
+            h["short"],
+            h["name"],
+            h["version"],
+            ", ".join(h["runs_as"]),
+            render.first_line(h["title"] or h["description"], 60),
+            f"yes ({h['installed']})" if h["installed"] else "",
+        )
+        for h in found.hits
+    ]
+    ages = "; ".join(f"{r['url']}: {r['entries']} servers, read {r['age']}" for r in found.registries)
+    if rows:
+        render.table(["short", "name", "version", "runs as", "what", "installed"], rows, caption=ages)
+        render.say("install one: `coffer add NAME` (`--dry-run` first shows what it runs and asks)")
+    elif found.searched:
+        render.text(f"nothing in {found.searched} registry servers matches '{query}' ({ages})")
+
+
 def parse_serve(argv: Sequence[str]) -> tuple[str | None] | None:
     """(profile,) for `serve` or `serve --profile NAME` through the engine (stdio), else None."""
     from coffer.engine.hosting import in_process
@@ -147,13 +225,14 @@ def serve_front(profile: str | None) -> int:
 
 
 def run(argv: Sequence[str]) -> int | None:
-    """The exit code of a `coffer search` answered here (a `coffer serve` front runs here and exits),
+    """The exit code of a `coffer search` or `coffer find` answered here (a `coffer serve` front runs here and exits),
     or None: hand the command line to Typer."""
     served = parse_serve(argv)
     if served is not None:
         return serve_front(*served)
-    parsed = parse_search(argv)
-    if parsed is None:
+    searched = parse_search(argv)
+    found = parse_find(argv) if searched is None else None
+    if searched is None and found is None:
         return None
     from coffer.errors import CofferError
 
@@ -161,7 +240,10 @@ def run(argv: Sequence[str]) -> int | None:
     # of numpy's import. This process starts no children that would inherit the setting.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
-        show_search(*parsed)
+        if searched is not None:
+            show_search(*searched)
+        elif found is not None:
+            show_find(*found)
         sys.stdout.flush()
     except CofferError as exc:
         from coffer.cli import render

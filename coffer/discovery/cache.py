@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from coffer.discovery.entries import OFFICIAL_META, DiscoveryError, Entry, parse_item
 
@@ -40,9 +41,9 @@ CREATE TABLE IF NOT EXISTS synced (
 """
 
 
-@dataclass(frozen=True)
-class Row:
-    """One cached entry as the ranker reads it (the body is parsed only for the hits)."""
+class Row(NamedTuple):
+    """One cached entry as the ranker reads it (the body is parsed only for the hits); a tuple, since
+    `find` builds 30,000 of them per run."""
 
     registry: str
     name: str
@@ -141,22 +142,38 @@ def states(registries: Iterable[str], path: Path | None = None) -> list[State]:
     return out
 
 
-def rows(registries: list[str], path: Path | None = None) -> tuple[list[Row], str]:
-    """Every cached entry of these registries, and a key that changes when any of them does."""
+def generation(registries: list[str], path: Path | None = None) -> str:
+    """A key that changes whenever any of these registries' cached entries do."""
     marks = ",".join("?" * len(registries))
     with _open(path) as conn:
-        found = [
-            Row(*r)
-            for r in conn.execute(
-                f"SELECT registry, name, version, short, title, text FROM entries WHERE registry IN ({marks}) "
-                "ORDER BY registry, name",
-                registries,
-            )
-        ]
         gens = conn.execute(
             f"SELECT registry, generation FROM synced WHERE registry IN ({marks}) ORDER BY registry", registries
         ).fetchall()
-    return found, hashlib.sha256(repr(gens).encode()).hexdigest()[:24]
+    return hashlib.sha256(repr(gens).encode()).hexdigest()[:24]
+
+
+def index_rows(registries: list[str], texts: bool = True) -> list[tuple[int, str, str]]:
+    """(row id, short name, text) of every cached entry of these registries, in the table's order (a
+    fixed one while `generation` is: the ranker's saved index is keyed by it). `texts` False leaves
+    them out: a search whose index is saved does not read them (30,000 rows in about 35 ms, not 220)."""
+    marks = ",".join("?" * len(registries))
+    text = "text" if texts else "''"
+    with _open() as conn:  # `+registry`: a plain scan, faster here than walking the primary key's index
+        return conn.execute(
+            f"SELECT rowid, short, {text} FROM entries WHERE +registry IN ({marks}) ORDER BY rowid", registries
+        ).fetchall()
+
+
+def by_rowid(ids: list[int]) -> dict[int, Row]:
+    """The entries at these row ids."""
+    marks = ",".join("?" * len(ids))
+    with _open() as conn:
+        return {
+            r[0]: Row._make(r[1:])
+            for r in conn.execute(
+                f"SELECT rowid, registry, name, version, short, title, text FROM entries WHERE rowid IN ({marks})", ids
+            )
+        }
 
 
 def matching(terms: list[str], registries: list[str], limit: int = 50) -> list[Row]:

@@ -25,13 +25,14 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     from coffer.ranking import Ranker
     from coffer.vault import paths
 
-    rows, generation = cache.rows(registries)
+    key = f"registries-rowid-{cache.generation(registries)}"  # the docs in row id order
+    rows = cache.index_rows(registries, texts=not Ranker.is_saved(paths.cache_dir(), key))
     if not rows:
         return [], 0
-    docs = [Doc(id=str(n), name=r.short, text=r.text) for n, r in enumerate(rows)]
-    ranker = Ranker(docs, "hybrid", paths.cache_dir(), docs_key=f"registries-{generation}", english_docs=True)
-    result = ranker.search(query, k)
-    return [Hit(rows[int(doc.id)], score) for doc, score in result.hits], len(rows)
+    docs = [Doc(id=str(rowid), name=short, text=text) for rowid, short, text in rows]
+    result = Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True).search(query, k)
+    found = cache.by_rowid([int(doc.id) for doc, _ in result.hits])
+    return [Hit(found[int(doc.id)], score) for doc, score in result.hits if int(doc.id) in found], len(rows)
 
 
 def suggest(query: str, unknown: list[str], registries: list[str], k: int = 3) -> list[dict[str, str]]:

@@ -84,6 +84,19 @@ class DenseIndex:
         return np.einsum("ij,j->i", self.matrix, qv)
 
 
+def saved_index(
+    cache_dir: Path,
+    docs_key: str,
+    mode: str,
+    backend: str,
+    model: Embedder | None = None,
+    bm25_params: BM25Params | None = None,
+) -> Path:
+    """Where the snapshot of these docs' indexes (keyed by `docs_key`) under these settings is kept."""
+    sem_id = model.model_id if model is not None else WORDLLAMA_ID
+    return snapshot_path(cache_dir, [docs_key, mode, backend, sem_id, repr(bm25_params or BM25Params())])
+
+
 class Indexes:
     """BM25 always; the semantic index unless `mode` is "bm25" (None when the model cannot load, with
     `note` saying why); the MiniLM index when `backend` asks for it. With `cache_dir`, doc vectors are
@@ -111,10 +124,8 @@ class Indexes:
             use_stem_cache(cache_dir / "stems.json")
         snap_path = None
         if cache_dir is not None:
-            sem_id = model.model_id if model is not None else WORDLLAMA_ID
             content = docs_key or docs_hash(docs)  # `docs_key`: that hash, when the caller has it already
-            parts = [content, mode, backend, sem_id, repr(bm25_params or BM25Params())]
-            snap_path = snapshot_path(cache_dir, parts)
+            snap_path = saved_index(cache_dir, content, mode, backend, model, bm25_params)
         saved = snapshot_load(snap_path) if snap_path is not None else None
         self.from_snapshot = saved is not None and self._restore(saved, mode, backend, bm25_params)
         if not self.from_snapshot:

@@ -112,6 +112,18 @@ class Ranker:
         default_weight = MINILM_BM25_WEIGHT if self.index.dense is not None else BM25_WEIGHT
         self.bm25_weight = default_weight if bm25_weight is None else bm25_weight
 
+    @staticmethod
+    def is_saved(cache_dir: Path, docs_key: str, mode: str = "hybrid", embeddings: str | None = None) -> bool:
+        """Whether a Ranker(docs, mode, cache_dir, docs_key=...) would read its indexes back from a
+        snapshot: then only the docs' ids and names are needed, not their texts (a caller over 30,000
+        docs need not read them)."""
+        from coffer.ranking.index import saved_index
+        from coffer.ranking.minilm import requested_backend
+
+        rules = current()
+        params = None if rules.field_weights else _unweighted(None)
+        return saved_index(cache_dir, docs_key, mode, requested_backend(embeddings), None, params).exists()
+
     @property
     def ranker(self) -> str:
         """What runs: the mode, "-minilm" with the optional model, "bm25" when the model is missing."""

@@ -146,3 +146,27 @@ def test_outdated_and_upgrade_go_through_approval(cli: CliRunner, reg: RecordedR
     with Pins.open() as pins:
         assert pins.server_state(registry.load().get("time")) == "approved"
     assert "already runs" in run_cli(cli, "upgrade", "time", code=4).stderr  # type: ignore[attr-defined]
+
+
+def test_the_quick_path_answers_find_as_typer_does(cli: CliRunner, reg: RecordedRegistry, coffer_home: Path) -> None:
+    """`coffer find` is answered without Typer (coffer.cli.quick), with the same output; a command line
+    it does not recognise goes to Typer, which owns the usage errors."""
+    import subprocess
+    import sys
+
+    from coffer.cli.quick import parse_find
+    from tests.conftest import subprocess_env
+
+    assert parse_find(["find", "open a PR", "--json", "-n", "3", "--registry", "http://x"]) == (
+        "open a PR", "http://x", 3, "auto", True
+    )  # fmt: skip
+    assert parse_find(["find", "q", "--limit=2", "--offline"]) == ("q", None, 2, "offline", False)
+    for odd in (["find"], ["find", "a", "b"], ["find", "q", "--offline", "--refresh"], ["find", "q", "-n", "x"]):
+        assert parse_find(odd) is None
+    run_cli(cli, "find", "open a pull request", "--registry", reg.url)  # the cache
+    args = ["find", "open a pull request", "--registry", reg.url, "--offline", "--json", "-n", "3"]
+    typer_out = json.loads(run_cli(cli, *args).stdout)  # type: ignore[attr-defined]
+    env = subprocess_env(coffer_home)
+    quick = subprocess.run([sys.executable, "-m", "coffer", *args], env=env, capture_output=True)
+    assert quick.returncode == 0 and json.loads(quick.stdout) == typer_out
+    assert typer_out["servers"][0]["name"] == "io.github.github/github-mcp-server"

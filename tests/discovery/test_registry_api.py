@@ -22,7 +22,7 @@ def test_a_full_read_pages_through_then_only_changes_are_read(coffer_home: Path)
         pages = [r for r in reg.requests if r.startswith("/v0.1/servers?")]
         assert len(pages) == -(-len(recorded()) // 7)  # every page, each once
         assert all("version=latest" in r and "updated_since" not in r for r in pages)
-        rows, generation = cache.rows([reg.url])
+        rows, generation = cache.index_rows([reg.url]), cache.generation([reg.url])
         assert len(rows) == len(recorded())
 
         newer = copy.deepcopy(next(s for s in recorded() if s["name"].endswith("/server-time")))
@@ -34,11 +34,11 @@ def test_a_full_read_pages_through_then_only_changes_are_read(coffer_home: Path)
         assert len(reg.requests) == 1 and "updated_since=2026-11-01" in reg.requests[0]
         assert cache.entry(reg.url, "io.github.modelcontextprotocol/server-time").version == "2026.10.19"  # type: ignore[union-attr]
         assert cache.entry(reg.url, "io.github.0xmortuex/gdbstub-mcp") is None
-        rows2, generation2 = cache.rows([reg.url])
+        rows2, generation2 = cache.index_rows([reg.url]), cache.generation([reg.url])
         assert len(rows2) == len(rows) - 1 and generation2 != generation
         reg.requests.clear()
         assert cache.refresh(reg.url) == (0, 0)  # nothing changed: the key of the saved index stays
-        assert cache.rows([reg.url])[1] == generation2
+        assert cache.generation([reg.url]) == generation2
 
 
 def test_one_unreadable_entry_is_skipped_not_fatal(coffer_home: Path) -> None:
@@ -60,7 +60,7 @@ def test_a_registry_that_is_down_or_answers_garbage_is_one_line(coffer_home: Pat
     with RecordedRegistry() as reg:
         url = reg.url
         cache.refresh(url)
-        before = cache.rows([url])
+        before = cache.index_rows([url]), cache.generation([url])
         if mode == "down":
             reg.stop()
         else:
@@ -68,7 +68,7 @@ def test_a_registry_that_is_down_or_answers_garbage_is_one_line(coffer_home: Pat
         with pytest.raises(DiscoveryError) as caught:
             cache.refresh(url)
         assert message in str(caught.value) and url in str(caught.value) and "\n" not in str(caught.value)
-        assert cache.rows([url]) == before  # the cache stays as it was
+        assert (cache.index_rows([url]), cache.generation([url])) == before  # the cache stays as it was
 
 
 def test_one_version_by_name_and_a_missing_one(coffer_home: Path) -> None:
