@@ -184,11 +184,13 @@ def matching(terms: list[str], registries: list[str], limit: int = 50) -> list[R
         return []
     marks = ",".join("?" * len(registries))
     likes = " OR ".join("lower(name || ' ' || short || ' ' || text) LIKE ?" for _ in terms)
-    with _open(where) as conn:
+    named = " OR ".join("lower(name || ' ' || short) LIKE ?" for _ in terms)
+    patterns = [f"%{t.lower()}%" for t in terms]
+    with _open(where) as conn:  # those that carry the word in their name first: a Slack server for "slack"
         found = conn.execute(
             f"SELECT registry, name, version, short, title, text FROM entries WHERE registry IN ({marks}) "
-            f"AND ({likes}) ORDER BY name LIMIT ?",
-            [*registries, *(f"%{t.lower()}%" for t in terms), limit],
+            f"AND ({likes}) ORDER BY ({named}) DESC, name LIMIT ?",
+            [*registries, *patterns, *patterns, limit],
         ).fetchall()
     return [Row(*r) for r in found]
 
