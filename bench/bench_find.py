@@ -87,7 +87,8 @@ def main() -> None:
         t0 = time.perf_counter()
         subprocess.run([*coffer, "find", QUERIES[0], "--offline"], env=env, check=True, capture_output=True)
         first_s = time.perf_counter() - t0
-        print(f"cache: {changed} entries read over HTTP in {read_s:.2f} s; first find (builds the index) {first_s:.2f} s")
+        print(f"cache: {changed} entries read over HTTP in {read_s:.2f} s;")
+        print(f"first find (builds the index): {first_s:.2f} s")
         rows = [
             ("floor", [sys.executable, "-c", "import numpy, rich.console, rich.table"]),
             ("coffer --help", [*coffer, "--help"]),
@@ -100,7 +101,8 @@ def main() -> None:
             med, low = timed(argv, env, args.runs)
             base = base or med
             print(f"{label:46} median {med * 1000:6.0f} ms  min {low * 1000:6.0f} ms  {med / base:4.1f}x floor")
-        top = subprocess.run([*coffer, "find", QUERIES[0], "--offline", "--json", "-n", "3"], env=env, capture_output=True)
+        argv = [*coffer, "find", QUERIES[0], "--offline", "--json", "-n", "3"]
+        top = subprocess.run(argv, env=env, capture_output=True)
         names = [s["name"] for s in json.loads(top.stdout)["servers"]]
         print(f"'{QUERIES[0]}' over {args.entries}: {', '.join(names)}")
 
