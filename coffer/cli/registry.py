@@ -43,11 +43,12 @@ def remove(
     """Remove a server from the vault, with its approval, pinned tools, catalogue entry and indexed resources."""
     from coffer.manage import servers
 
-    servers.remove_server(name)
+    secrets = servers.remove_server(name)
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, "removed": name})
+        render.print_json({"version": render.JSON_VERSION, "removed": name, "secrets_removed": secrets})
     else:
-        render.say(f"removed '{name}'")
+        stored = f" and the secrets its install stored: {', '.join(secrets)}" if secrets else ""
+        render.say(f"removed '{name}'{stored}")
 
 
 @app.command("list")

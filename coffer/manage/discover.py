@@ -10,6 +10,7 @@ held for approval with its diff, as any edit of coffer.toml is.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable
@@ -238,19 +239,26 @@ def install(prepared: Prepared, probe: bool = True, timeout: float | None = None
             cfg.timeout = timeout
         added = servers.add(cfg, probe=probe)
     except BaseException:
-        for ref in stored:
-            secrets.remove_secret(ref)
+        _forget(stored)
         raise
     if added.failure is not None:
-        servers.remove_server(cfg.name)
-        for ref in stored:
-            secrets.remove_secret(ref)
+        servers.remove_server(cfg.name)  # with the secrets it refers to
+        _forget(stored)
         cause = getattr(added.failure, "cause", str(added.failure))
         raise DiscoveryError(
             f"{prepared.entry.name} {prepared.entry.version} did not start ({cfg.launch_line()}): {cause}; "
             "nothing was added"
         )
     return added
+
+
+def _forget(refs: list[str]) -> None:
+    """Remove these secrets, those already gone (with their server) included."""
+    from coffer.trust import secrets
+
+    for ref in refs:
+        with contextlib.suppress(NotFoundError):
+            secrets.remove_secret(ref)
 
 
 def outdated(url: str | None = None, offline: bool = False) -> tuple[list[dict[str, str]], list[str]]:

@@ -44,13 +44,15 @@ def add_servers(configs: list[registry.ServerConfig]) -> None:
         pins.approve_servers(configs)
 
 
-def remove_server(name: str, path: Path | None = None) -> None:
+def remove_server(name: str, path: Path | None = None) -> list[str]:
     """Remove a server and what Coffer keeps about it: launch approval and tool pins, catalogue entry
-    and indexed resources.
+    and indexed resources, and the secrets `coffer add NAME` stored for it from a registry (`NAME.*`,
+    unless another server refers to them). Returns the secrets removed.
 
     The approval goes before the entry is written away: a failure in between leaves the server
     registered but unapproved (not started until `coffer approve`), never an approval to reuse.
     """
+    before = registry.load(path)
     with registry.edit(path) as doc:
         servers = doc.get("servers")
         if servers is None or name not in servers:
@@ -60,6 +62,27 @@ def remove_server(name: str, path: Path | None = None) -> None:
         del servers[name]
     catalogue.drop_server(name)
     memory.index_resources(name, [])
+    return _drop_installed_secrets(before, name)
+
+
+def _drop_installed_secrets(before: registry.Registry, name: str) -> list[str]:
+    """The `${secret:NAME.X}` a registry install stored for `name`, no other server refers to."""
+    from coffer.trust import secrets
+    from coffer.vault.masking import REF_RE
+
+    def refs(cfg: registry.ServerConfig) -> set[str]:
+        values = [*cfg.env.values(), *cfg.headers.values()]
+        return {r.removeprefix("secret:") for v in values for r in REF_RE.findall(v) if r.startswith("secret:")}
+
+    cfg = before.servers.get(name)
+    if cfg is None or cfg.source is None:
+        return []
+    others = set().union(*(refs(c) for n, c in before.servers.items() if n != name))
+    stored = {s.name for s in secrets.list_secrets()}
+    gone = sorted(r for r in refs(cfg) if r.startswith(f"{name}.") and r in stored and r not in others)
+    for ref in gone:
+        secrets.remove_secret(ref)
+    return gone
 
 
 @dataclass

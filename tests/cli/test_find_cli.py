@@ -170,3 +170,11 @@ def test_the_quick_path_answers_find_as_typer_does(cli: CliRunner, reg: Recorded
     quick = subprocess.run([sys.executable, "-m", "coffer", *args], env=env, capture_output=True)
     assert quick.returncode == 0 and json.loads(quick.stdout) == typer_out
     assert typer_out["servers"][0]["name"] == "io.github.github/github-mcp-server"
+
+
+def test_remove_takes_the_secrets_its_install_stored(cli: CliRunner, reg: RecordedRegistry) -> None:
+    run_cli(cli, "add", "figma", "--registry", reg.url, "--env", "FIGMA_API_KEY=figd_1", "--no-probe")
+    secrets.set_secret("mine", "kept")
+    out = json.loads(run_cli(cli, "remove", "figma", "--json").stdout)  # type: ignore[attr-defined]
+    assert out["secrets_removed"] == ["figma.FIGMA_API_KEY"]
+    assert [s.name for s in secrets.list_secrets()] == ["mine"]  # the user's own stay
