@@ -175,7 +175,7 @@ def show_find(query: str, url: str | None, limit: int, mode: str, as_json: bool)
             h["name"],
             h["version"],
             ", ".join(h["runs_as"]),
-            render.first_line(h["title"] or h["description"], 60),
+            render.first_line(_what(h["title"], h["description"]), 70),
             f"yes ({h['installed']})" if h["installed"] else "",
         )
         for h in found.hits
@@ -186,6 +186,13 @@ def show_find(query: str, url: str | None, limit: int, mode: str, as_json: bool)
         render.say("install one: `coffer add NAME` (`--dry-run` first shows what it runs and asks)")
     elif found.searched:
         render.text(f"nothing in {found.searched} registry servers matches '{query}' ({ages})")
+
+
+def _what(title: str, description: str) -> str:
+    """A registry server in a line: its title and its description, without saying the same twice."""
+    if not title or title.lower() in description.lower():
+        return description or title
+    return f"{title}: {description}" if description else title
 
 
 def parse_serve(argv: Sequence[str]) -> tuple[str | None] | None:
