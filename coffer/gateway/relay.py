@@ -348,13 +348,16 @@ class Relay:
         if isinstance(target, str):
             return _refused(what, server, target)
         session, related, origin = target
-        if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        caps = session.client_capabilities
+        # what the host did not declare is refused here, never put to it: a 2026-07-28 host that cannot
+        # answer an ask in its call's round fails the whole call (a roots request that came during it)
+        reason = gap(caps or types.ClientCapabilities()) if caps is not None or not _modern(session) else None
+        if reason is not None:
+            return _refused(what, server, reason)
+        if _modern(session):
             if origin is not None and origin.round is not None:  # asked back as a multi-round-trip result
                 return await origin.round.ask(request, result_type)
             return _refused(what, server, MODERN_REFUSAL)
-        reason = gap(session.client_capabilities or types.ClientCapabilities())
-        if reason is not None:
-            return _refused(what, server, reason)
         metadata = ServerMessageMetadata(related_request_id=related) if related is not None else None
         with anyio.CancelScope() as scope:
             if origin is not None:
@@ -460,6 +463,10 @@ class Relay:
         for session in sessions:
             with contextlib.suppress(Exception):
                 await session.send_notification(types.RootsListChangedNotification())
+
+
+def _modern(session: Any) -> bool:
+    return session.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _refused(what: str, server: str, reason: str) -> types.ErrorData:

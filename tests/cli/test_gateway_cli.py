@@ -58,7 +58,8 @@ def test_add_json_is_one_document_and_fails_with_the_probe(cli: CliRunner, coffe
     ok = json.loads(run_cli(cli, "add", "alpha", "--json", "--", sys.executable, str(FIXTURE)).stdout)  # type: ignore[attr-defined]
     assert ok["probe"] == {"ok": True, "counts": {"tools": 10, "prompts": 1, "resources": 1, "resource_templates": 1}}
     assert json.loads(run_cli(cli, "disable", "alpha__echo", "--json").stdout)["changed"] is True  # type: ignore[attr-defined]
-    assert json.loads(run_cli(cli, "remove", "dead", "--json").stdout) == {"version": 1, "removed": "dead"}  # type: ignore[attr-defined]
+    removed = json.loads(run_cli(cli, "remove", "dead", "--json").stdout)  # type: ignore[attr-defined]
+    assert removed == {"version": 1, "removed": "dead", "secrets_removed": []}
 
 
 def test_serve_rejects_a_bad_port(cli: CliRunner) -> None:
