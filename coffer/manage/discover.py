@@ -290,6 +290,12 @@ def upgrade(server: str, offline: bool = False) -> dict[str, str]:
         raise NotFoundError(f"{src['name']} is no longer in {src['registry']}")
     if latest.version == src["version"]:
         raise ConflictError(f"'{server}' already runs {src['name']} {latest.version}, the latest")
+    needs = _new_needs(cfg, latest)
+    if needs:
+        raise DiscoveryError(
+            f"{src['name']} {latest.version} needs what '{server}' does not give it: {', '.join(needs)}; "
+            f"`coffer remove {server}` and `coffer add {src['name']}` with them"
+        )
     old_args, new_args = list(cfg.args), _repin(cfg, latest)
     url = _repin_url(cfg, latest)
     if new_args == old_args and url == cfg.url:
@@ -305,6 +311,23 @@ def upgrade(server: str, offline: bool = False) -> dict[str, str]:
             table["args"] = new_args
         table["source"] = inline({**src, "version": latest.version})
     return {"server": server, "name": src["name"], "from": src["version"], "to": latest.version}
+
+
+def _new_needs(cfg: registry.ServerConfig, latest: Entry) -> list[str]:
+    """Required environment variables and headers of the latest version's plan (the one the server
+    runs as) that the vault's entry does not set: moving the pin alone would start it without them."""
+    try:
+        how = plan(latest, via="remote" if cfg.url else None)
+    except DiscoveryError as exc:  # the new version has nothing Coffer can run
+        return [str(exc)]
+    given = set(cfg.env) | set(cfg.headers)
+    wanted = {**how.env, **how.headers}
+    return sorted(
+        name
+        for name, template in wanted.items()
+        if name not in given
+        and any(i.required and i.default is None and "{" + i.name + "}" in template for i in how.inputs.values())
+    )
 
 
 def _repin(cfg: registry.ServerConfig, latest: Entry) -> list[str]:

@@ -178,3 +178,15 @@ def test_remove_takes_the_secrets_its_install_stored(cli: CliRunner, reg: Record
     out = json.loads(run_cli(cli, "remove", "figma", "--json").stdout)  # type: ignore[attr-defined]
     assert out["secrets_removed"] == ["figma.FIGMA_API_KEY"]
     assert [s.name for s in secrets.list_secrets()] == ["mine"]  # the user's own stay
+
+
+def test_upgrade_refuses_a_version_that_needs_more_than_the_entry_gives(cli: CliRunner, reg: RecordedRegistry) -> None:
+    run_cli(cli, "add", "figma", "--registry", reg.url, "--env", "FIGMA_API_KEY=figd_1", "--no-probe")
+    newer = copy.deepcopy(next(s for s in recorded() if s["name"] == "io.github.GLips/Figma-Context-MCP"))
+    newer["version"] = newer["packages"][0]["version"] = "0.14.0"
+    newer["packages"][0]["environmentVariables"].append({"name": "FIGMA_TEAM_ID", "isRequired": True})
+    reg.publish(newer)
+    before = registry.load().path.read_text()
+    err = run_cli(cli, "upgrade", "figma", code=8).stderr  # type: ignore[attr-defined]
+    assert "needs what 'figma' does not give it: FIGMA_TEAM_ID" in err and len(err.strip().splitlines()) == 1
+    assert registry.load().path.read_text() == before
