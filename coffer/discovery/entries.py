@@ -103,19 +103,19 @@ def parse_item(item: Any, registry: str) -> Entry:
         raise DiscoveryError(f"an entry has no valid name: {str(name)[:60]!r}")
     if not isinstance(version, str) or not version.strip():
         raise DiscoveryError(f"{name}: the entry has no version")
-    official = _dict(_dict(item.get("_meta")).get(OFFICIAL_META))
-    tools, hosts = _publisher_meta(_dict(_dict(server.get("_meta")).get(PUBLISHER_META)))
-    repo = _dict(server.get("repository")).get("url")
+    official = as_dict(as_dict(item.get("_meta")).get(OFFICIAL_META))
+    tools, hosts = _publisher_meta(as_dict(as_dict(server.get("_meta")).get(PUBLISHER_META)))
+    repo = as_dict(server.get("repository")).get("url")
     return Entry(
         registry=registry,
         name=name,
         version=version.strip(),
-        title=_str(server.get("title")),
-        description=_str(server.get("description")),
+        title=as_str(server.get("title")),
+        description=as_str(server.get("description")),
         repository=repo if isinstance(repo, str) else "",
-        status=_str(official.get("status") or server.get("status")).lower() or "active",
+        status=as_str(official.get("status") or server.get("status")).lower() or "active",
         is_latest=official.get("isLatest", True) is not False,
-        updated_at=_str(official.get("updatedAt") or official.get("publishedAt")),
+        updated_at=as_str(official.get("updatedAt") or official.get("publishedAt")),
         tools=tools,
         hosts=hosts,
         server=server,
@@ -131,11 +131,11 @@ def _publisher_meta(meta: dict[str, Any]) -> tuple[list[Tool], list[str]]:
     def walk(node: dict[str, Any], depth: int) -> None:
         for item in node.get("tool_definitions") or []:
             if isinstance(item, dict) and isinstance(item.get("name"), str):
-                tools[item["name"]] = Tool(item["name"], _str(item.get("description")))
+                tools[item["name"]] = Tool(item["name"], as_str(item.get("description")))
         for item in node.get("tools") or []:
             if isinstance(item, str) and item not in tools:
                 tools[item] = Tool(item)
-        outbound = _dict(_dict(_dict(node.get("permissions")).get("network")).get("outbound"))
+        outbound = as_dict(as_dict(as_dict(node.get("permissions")).get("network")).get("outbound"))
         for host in outbound.get("allow_host") or []:
             if isinstance(host, str) and host.strip("."):
                 bare = host.strip().lower().lstrip(".")
@@ -164,9 +164,11 @@ def short_name(name: str) -> str:
     return short if short and short != "coffer" else "server"
 
 
-def _dict(value: Any) -> dict[str, Any]:
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (server.json fields are filled loosely)."""
     return value if isinstance(value, dict) else {}
 
 
-def _str(value: Any) -> str:
+def as_str(value: Any) -> str:
+    """`value` stripped when it is a string, else ""."""
     return value.strip() if isinstance(value, str) else ""

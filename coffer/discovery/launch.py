@@ -18,7 +18,7 @@ import shutil
 from dataclasses import dataclass, field
 from typing import Any
 
-from coffer.discovery.entries import DiscoveryError, Entry
+from coffer.discovery.entries import DiscoveryError, Entry, as_dict, as_str
 
 _VAR_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_.-]*)\}")
 _RUNNERS = ("npm", "pypi", "oci")
@@ -118,7 +118,7 @@ def _unrunnable(kind: str, spec: dict[str, Any], docker: bool) -> str | None:
         return None if rtype in ("streamable-http", "http") else f"a '{rtype}' remote (Coffer speaks streamable HTTP)"
     if kind not in _RUNNERS:
         return f"a {kind or 'untyped'} package (Coffer runs npm, pypi and oci)"
-    transport = _dict(spec.get("transport"))
+    transport = as_dict(spec.get("transport"))
     if transport.get("type", "stdio") != "stdio":
         return f"a {kind} package that serves {transport.get('type')} itself (Coffer launches stdio servers)"
     if kind == "oci" and not docker:
@@ -178,7 +178,7 @@ def _remote(entry: Entry, spec: dict[str, Any]) -> Plan:
             out.headers[name] = value
         else:
             key = _input_name(name)
-            out.inputs[key] = Input(key, _str(header.get("description")), required, secret, _default(header))
+            out.inputs[key] = Input(key, as_str(header.get("description")), required, secret, _default(header))
             out.headers[name] = "{" + key + "}"
     return out
 
@@ -195,7 +195,7 @@ def _arguments(specs: Any, out: Plan) -> list[list[str]]:
             value = _template(value, arg.get("variables"), out, bool(arg.get("isSecret")), arg)
         elif required:
             key = _input_name(str(name or arg.get("valueHint") or "value"))
-            out.inputs[key] = Input(key, _str(arg.get("description")), True, bool(arg.get("isSecret")), _default(arg))
+            out.inputs[key] = Input(key, as_str(arg.get("description")), True, bool(arg.get("isSecret")), _default(arg))
             value = "{" + key + "}"
         else:
             continue  # optional and unset: the server's own default applies
@@ -216,7 +216,7 @@ def _env_var(var: dict[str, Any], out: Plan) -> None:
         out.env[name] = _template(value, var.get("variables"), out, bool(var.get("isSecret")), var)
         return
     secret, required = bool(var.get("isSecret")), bool(var.get("isRequired"))
-    out.inputs[name] = Input(name, _str(var.get("description")), required, secret, _default(var), _choices(var))
+    out.inputs[name] = Input(name, as_str(var.get("description")), required, secret, _default(var), _choices(var))
     out.env[name] = "{" + name + "}"
 
 
@@ -224,8 +224,8 @@ def _template(value: str, variables: Any, out: Plan, secret: bool = False, owner
     """`value` with each `{var}` left as an input placeholder (its spec from `variables`)."""
     specs = variables if isinstance(variables, dict) else {}
     for var in _VAR_RE.findall(value):
-        spec = _dict(specs.get(var))
-        description = _str(spec.get("description")) or _str((owner or {}).get("description"))
+        spec = as_dict(specs.get(var))
+        description = as_str(spec.get("description")) or as_str((owner or {}).get("description"))
         out.inputs[var] = Input(
             var,
             description,
@@ -270,11 +270,3 @@ def _default(spec: dict[str, Any]) -> str | None:
 def _choices(spec: dict[str, Any]) -> tuple[str, ...]:
     choices = spec.get("choices")
     return tuple(str(c) for c in choices) if isinstance(choices, list) else ()
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _str(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""

@@ -84,18 +84,14 @@ def withheld(
     listed: Mapping[str, CatalogueTool], visible: Sequence[CatalogueTool], reg: Registry
 ) -> list[tuple[CatalogueTool, str, str]]:
     """Listed tools agents may not see, each with why in a few words and the command that shows it."""
+    from coffer.trust.curation import withheld_because
+
     shown = {t.name for t in visible}
     out: list[tuple[CatalogueTool, str, str]] = []
     for t in listed.values():
         cfg = reg.servers.get(t.server)
-        if t.name in shown or cfg is None:
-            continue
-        if not cfg.enabled:
-            out.append((t, "disabled", f"coffer enable {t.server}"))
-        elif t.tool in cfg.disabled_tools or t.name in cfg.disabled_tools:
-            out.append((t, "disabled", f"coffer enable {t.name}"))
-        else:  # its launch config or the tool itself waits for the user's review
-            out.append((t, "awaiting approval", f"coffer approve {t.server}"))
+        if t.name not in shown and cfg is not None:
+            out.append((t, *withheld_because(cfg, t)))
     return out
 
 

@@ -55,7 +55,7 @@ def refresh(urls: list[str], only_stale: bool = False) -> list[str]:
         if only_stale and state.synced_at is not None and time.time() - state.synced_at < STALE_S:
             continue
         try:
-            changed, skipped = cache.refresh(state.registry)
+            _, skipped = cache.refresh(state.registry)
         except DiscoveryError as exc:
             failed += 1
             cached = f"using its cache from {_age(state.synced_at)}" if state.synced_at else "it has no cache yet"
@@ -63,7 +63,6 @@ def refresh(urls: list[str], only_stale: bool = False) -> list[str]:
             continue
         if skipped:
             notes.append(f"registry {state.registry}: {skipped} entries were not a usable server.json and were skipped")
-        del changed
     if failed and failed == len(urls) and all(s.synced_at is None for s in cache.states(urls)):
         raise DiscoveryError(notes[0])
     return notes

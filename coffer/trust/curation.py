@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from coffer.trust.pinning import Pins
 from coffer.vault.catalogue import CatalogueTool, Snapshot, server_tools
-from coffer.vault.registry import Registry
+from coffer.vault.registry import Registry, ServerConfig
 
 
 def refusal(
@@ -68,10 +68,14 @@ def hidden_tools(registry: Registry, snapshot: Snapshot | None, pins: Pins) -> l
         for t in tools:
             if server_why is None and refusal(registry, pins, name, t.tool, t.name) is None:
                 continue
-            if not cfg.enabled:
-                out.append((t, "disabled", f"coffer enable {name}"))
-            elif t.tool in cfg.disabled_tools or t.name in cfg.disabled_tools:
-                out.append((t, "disabled", f"coffer enable {t.name}"))
-            else:  # its launch config or the tool itself waits for the user's review
-                out.append((t, "awaiting approval", f"coffer approve {name}"))
+            out.append((t, *withheld_because(cfg, t)))
     return out
+
+
+def withheld_because(cfg: ServerConfig, t: CatalogueTool) -> tuple[str, str]:
+    """Why a tool agents may not see is withheld, in a few words, and the command that shows it."""
+    if not cfg.enabled:
+        return "disabled", f"coffer enable {cfg.name}"
+    if t.tool in cfg.disabled_tools or t.name in cfg.disabled_tools:
+        return "disabled", f"coffer enable {t.name}"
+    return "awaiting approval", f"coffer approve {cfg.name}"  # its launch config or the tool waits for review
