@@ -99,7 +99,8 @@ async def test_failures_stay_isolated(coffer_home: Path, tmp_path: Path) -> None
     add_fixture(coffer_home, "good")
     add_fixture(coffer_home, "crashy", "crash_start", events=crash_events)
     add_fixture(coffer_home, "hangs", "hang_start", timeout=1.5)
-    add_fixture(coffer_home, "flood", "stderr_flood")
+    # a generous start timeout: a blocked pipe never answers, while two busy CI workers can take 5 s
+    add_fixture(coffer_home, "flood", "stderr_flood", timeout=30)
     async with serve(coffer_home) as s:
         names = await s.tool_names()
         assert not any(n.startswith(("crashy__", "hangs__")) for n in names)
