@@ -9,7 +9,8 @@ The parts, one package each, bottom to top; a part imports only the parts below 
     trust/  ranking/  log/  approval, pins, curation, secrets, redaction | BM25 + embeddings | the invocation log
     memory/  discovery/     notes and indexed resources behind coffer__ask | MCP registries: cache, find, plans
     results/  telemetry/    big results kept and read back | OpenTelemetry export when its variables ask
-    upstreams/              the client side of the wire: one session per server, its pipe, its supervisor
+    upstreams/  codemode/   the client side of the wire: one session per server, its pipe, its supervisor |
+                            coffer__run scripts in pydantic-monty's sandbox, and which tools they may call
     gateway/                the host side: stdio/http -> server -> routes -> view/relay -> pool (-> upstreams)
     clients/  engine/       agents' config files: read, plan and write (import plans, install, move) |
                             how `coffer serve` is hosted: the per-user engine, or in-process

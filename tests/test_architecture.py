@@ -28,6 +28,7 @@ LAYER = {
     "coffer.results": 4,
     "coffer.telemetry": 4,
     "coffer.upstreams": 5,
+    "coffer.codemode": 5,
     "coffer.gateway": 6,
     "coffer.clients": 7,
     "coffer.engine": 7,

@@ -95,10 +95,17 @@ def _client(row: dict[str, Any]) -> str:
     return f"{name} {row['client_version']}" if row["client_version"] else name
 
 
+def _tool(row: dict[str, Any]) -> str:
+    """The tool, with the coffer__run it belongs to: a run's own id, or the run a script's call was in."""
+    if row.get("parent"):
+        return f"{row['tool']} (in run {row['parent'][:6]})"
+    return f"{row['tool']} {row['run'][:6]}" if row.get("run") else str(row["tool"])
+
+
 def _line(row: dict[str, Any]) -> str:
     error = f" {row['error_class']}" if row["error_class"] else ""
     return (
-        f"{render.when(row['ts'])}  {_client(row)}  {row['server']}__{row['tool']}  "
+        f"{render.when(row['ts'])}  {_client(row)}  {row['server']}__{_tool(row)}  "
         f"{row['duration_ms']:.1f} ms  {row['outcome']}{error}"
     )
 
@@ -143,7 +150,7 @@ def show(
                     render.when(r["ts"]),
                     _client(r),
                     r["server"],
-                    r["tool"],
+                    _tool(r),
                     f"{r['duration_ms']:.1f}",
                     r["outcome"],
                     r["error_class"],

@@ -1,5 +1,5 @@
-"""The gateway's own tools (`coffer__search_tools`, `coffer__ask`, `coffer__read_result`) and the shape of
-call failures.
+"""The gateway's own tools (`coffer__search_tools`, `coffer__ask`, `coffer__read_result`, `coffer__run`)
+and the shape of call failures.
 
 Both are always advertised beside the upstream tools and are logged like any other call (the
 gateway's `_record` wraps them). Search ranks only the curated, visible upstream tools; the ranker is
@@ -27,6 +27,7 @@ SEARCH = "coffer__search_tools"
 ASK = "coffer__ask"
 CALL = "coffer__call_tool"
 READ = "coffer__read_result"
+RUN = "coffer__run"  # code mode (coffer.codemode): listed and answered only where it is on
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20
 
@@ -69,7 +70,7 @@ def top_k(args: dict[str, Any]) -> int:
     return min(int(value), MAX_TOP_K)
 
 
-def _text_arg(args: dict[str, Any], key: str, tool: str) -> str:
+def text_arg(args: dict[str, Any], key: str, tool: str) -> str:
     value = args.get(key)
     if not isinstance(value, str) or not value.strip():
         raise CallFailure("error", "bad_arguments", f"{tool} needs a non-empty '{key}' string")
@@ -221,7 +222,33 @@ def tool_definitions() -> list[dict[str, Any]]:
             },
             "annotations": read_only,
         },
+        run_definition(),
     ]
+
+
+def run_definition() -> dict[str, Any]:
+    from coffer.codemode.checks import ALLOWED_IMPORTS
+
+    return {
+        "name": RUN,
+        "description": (
+            "Run a short Python script (a sandboxed subset: no files, network or environment) that calls "
+            "several tools and returns only what matters: bulk reads, filtering, multi-step work in one step. "
+            "Inside: call_tool(name, arguments) returns the tool's structured content (a dict) or its text, "
+            "and raises an exception you can catch when it fails; call_tools([[name, arguments], ...]) runs a "
+            "batch at once (a failed one is {'error': ...} in its place); search_tools(query, top_k=5) finds "
+            "tools (each says whether scripts may call it). Scripts may call read-only tools, plus those the "
+            "user allowed. The last expression is the result; print() output comes back too. Imports: "
+            + ", ".join(sorted(ALLOWED_IMPORTS))
+            + "."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The script (Python)."}},
+            "required": ["code"],
+        },
+        "annotations": {"readOnlyHint": False, "openWorldHint": True},
+    }
 
 
 def call_tool_definition() -> dict[str, Any]:
@@ -259,7 +286,7 @@ async def search_tools(
     the vault's; the cache only, never the network). `withheld`: tools the user has not let agents
     see (disabled, awaiting approval) with why and what shows them; a result counts its matches among
     them, server by server, and never names them."""
-    query = _text_arg(args, "query", SEARCH)
+    query = text_arg(args, "query", SEARCH)
     k = top_k(args)
     if not visible and not withheld:
         return text_result({"tools": [], "total_searched": 0})
@@ -332,6 +359,30 @@ async def search_tools(
     return text_result(payload)
 
 
+CODE_MODE_OFF = (
+    "code mode is off: the user can turn it on with `[settings] code_mode = true` in coffer.toml, a profile's "
+    "code_mode = true, or the console's Servers page"
+)
+
+
+async def run_script(
+    args: dict[str, Any],
+    settings: Mapping[str, Any],
+    call: Callable[[str, dict[str, Any]], Awaitable[Any]],
+    search: Callable[[str, int], Awaitable[list[dict[str, Any]]]],
+) -> dict[str, Any]:
+    """`coffer__run`: the script's outcome as a result (an error result when the script failed)."""
+    from coffer.codemode import policy, sandbox
+
+    code = text_arg(args, "code", RUN)
+    try:
+        limits = policy.limits(settings)
+    except CofferError as exc:
+        raise CallFailure("error", "bad_settings", str(exc)) from exc
+    outcome = await sandbox.run(code, sandbox.Host(call, search), limits)
+    return text_result(outcome.payload(), error=outcome.error is not None)
+
+
 def _words_of(query: str, terms: list[str]) -> list[str]:
     """The query's own words behind these BM25 terms ("Slack" for "slack", "messages" for "messag")."""
     from coffer.ranking.tokenize import tokenize
@@ -342,7 +393,7 @@ def _words_of(query: str, terms: list[str]) -> list[str]:
 
 async def ask(ctx: Any, args: dict[str, Any], servers: list[str]) -> dict[str, Any]:
     """Passages from the user's notes and the enabled servers' resources, answered by sampling when possible."""
-    question = _text_arg(args, "question", ASK)
+    question = text_arg(args, "question", ASK)
     k = top_k(args)
     from coffer.memory.knowledge import answer
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 
+from coffer.codemode import policy
 from coffer.gateway import advertise, builtins, paging, sessions
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import Pool
@@ -112,16 +113,19 @@ class Listings:
         self.pool.host_known(ctx.session)
         merged = await self._listing(ctx)
         profile = self.profile
+        run = policy.enabled(self.view.registry.settings, profile)  # coffer__run only where code mode is on
         if profile is None:
-            return for_era(ctx, self._page("tools", merged.tools_result, params), cacheable=True)
+            listed = [t for t in merged.tools_result if run or t.get("name") != builtins.RUN]
+            return for_era(ctx, self._page("tools", listed, params), cacheable=True)
+        own = [t for t in merged.builtins if run or t.get("name") != builtins.RUN]
         shown = self._shown.get(profile.name)
         if shown is None:  # decided once, at the first list: stable while the log changes
             usage = await anyio.to_thread.run_sync(_usage)
             order = list(self.view.registry.servers)
-            shown = advertise.select(profile, merged.visible_tools, len(merged.builtins), usage, order)
+            shown = advertise.select(profile, merged.visible_tools, len(own), usage, order)
             self._shown[profile.name] = shown
         listed = advertise.tools_result(
-            merged.builtins,
+            own,
             builtins.call_tool_definition(),
             merged.visible_tools,
             shown,

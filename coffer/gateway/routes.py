@@ -71,6 +71,9 @@ class Call:
     tool: str
     kept: str | None = None  # the id of the result, when it was over the cap and kept (coffer.gateway.bigresults)
     result_bytes: int | None = None  # the kept result's size
+    run: str | None = None  # a coffer__run call: its id, which its inner calls name as their parent
+    parent: str | None = None  # a call a coffer__run script made: the run's id
+    outcome: str | None = None  # how it ended, once it has (the invocation log's outcome)
 
 
 class Router:
@@ -85,12 +88,20 @@ class Router:
 
     # ------------------------------------------------------------------ tools/call
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams, call: Call) -> dict[str, Any]:
+    async def call_tool(
+        self,
+        ctx: Any,
+        params: types.CallToolRequestParams,
+        call: Call,
+        script: Callable[[CatalogueTool], str | None] | None = None,
+    ) -> dict[str, Any]:
         """Curation, resolution, routing, relay: the one path of an upstream tools/call.
 
         A `task` in `params` is passed on (the result is then the upstream's task, for the caller to
         adopt: coffer.gateway.tasks); a tool that requires a task, called without one, is run as a
-        task upstream and answered as a plain call (the bridge).
+        task upstream and answered as a plain call (the bridge). `script`: the call is a coffer__run
+        script's, which says why it may not call a tool (coffer.codemode.policy); its result comes back
+        whole (the script, not the agent, reads it) and never as a 2026-07-28 round.
         """
         view = self.view
         try:  # a retry's requestState is checked before anything starts
@@ -102,6 +113,9 @@ class Router:
         reason = view.refusal(entry.server, entry.tool, entry.name)
         if reason is not None:
             raise CallFailure("refused", "curation", f"coffer refused {params.name}: {reason}")
+        reason = script(entry) if script is not None else None
+        if reason is not None:
+            raise CallFailure("refused", "code_mode", f"coffer refused {params.name} in a script: {reason}")
         up = self.pool.get(entry.server)
         if up is None:
             raise CallFailure(
@@ -120,7 +134,7 @@ class Router:
                 return await up.request(types.CallToolRequest(params=upstream_params), progress=progress)
 
         try:
-            if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # it cannot be asked: asks come back as results
+            if script is None and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:  # asks come back as results
                 result = await self.rounds.run(ctx, ("tools/call", params.name), params, run, up.cfg.timeout)
             else:
                 result = await run()
@@ -139,6 +153,8 @@ class Router:
             raise CallFailure("error", "upstream_error", f"{entry.server}: {exc.message}") from exc
         renamed = view.merged().ui_renamed.get(entry.server)  # its app under the URI hosts were given
         result = apps.rewrite_meta(result, renamed) if renamed else result
+        if script is not None:
+            return result
         cap = bigresults.cap_for(view.registry.settings, up.cfg, params.meta)
         schema = entry.raw.get("outputSchema") is not None
         result, kept = await bigresults.shrink(result, entry.server, entry.tool, cap, view.registry.settings, schema)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import secrets
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -31,7 +32,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from coffer import __version__
 from coffer.errors import CofferError, ConflictError
 from coffer.gateway import bigresults, builtins, paging, rounds, sessions
-from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, SEARCH, CallFailure, HostError, text_result
+from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, RUN, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.listings import DISCOVERY_BUDGET_S, Listings
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
@@ -50,6 +51,7 @@ from coffer.trust.redact import scrub
 from coffer.upstreams import outbound, resources
 from coffer.upstreams.upstream import Upstream, UpstreamUnavailable
 from coffer.vault import catalogue
+from coffer.vault.catalogue import CatalogueTool
 from coffer.vault.registry import Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
@@ -407,6 +409,7 @@ class Gateway:
             outcome, error_class = "error", type(exc).__name__
             return text_result(f"coffer: internal error while calling {call.tool}: {type(exc).__name__}", True)
         finally:
+            call.outcome = outcome
             if outcome is not None and (self.calllog is not None or self.telemetry is not None):
                 ms = (time.perf_counter() - t0) * 1000.0
                 client = host_client(ctx.session)
@@ -432,6 +435,8 @@ class Gateway:
                 error_class=error,
                 kept=call.kept,
                 result_bytes=call.result_bytes,
+                run=call.run,
+                parent=call.parent,
             )
         )
 
@@ -449,9 +454,11 @@ class Gateway:
             call.tool = target
             forwarded = types.CallToolRequestParams(name=target, arguments=inner, _meta=params.meta)
             return await self.router.call_tool(ctx, forwarded, call)
-        if params.name not in (SEARCH, ASK, READ):
+        if params.name not in (SEARCH, ASK, READ, RUN):
             return await self.router.call_tool(ctx, params, call)
         call.server, call.tool = BUILTIN, params.name.removeprefix(f"{BUILTIN}__")
+        if params.name == RUN:
+            return await self._run_script(ctx, params, call)
         if params.name == READ:
             return await bigresults.read_tool(args, bigresults.cap_for(self.view.registry.settings, None, params.meta))
         if params.name == SEARCH:
@@ -466,6 +473,45 @@ class Gateway:
                 builtins.withheld(m.tools, m.visible_tools, reg),
             )
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
+
+    async def _run_script(self, ctx: Any, params: types.CallToolRequestParams, call: Call) -> dict[str, Any]:
+        """coffer__run: each call its script makes takes `_record` and the router's one path, as its own
+        log row naming this run; the outcome is kept like any result over the cap."""
+        from coffer.codemode import policy, values
+
+        settings = self.view.registry.settings
+        if not policy.enabled(settings, self.listings.profile):
+            raise CallFailure("refused", "code_mode_off", f"coffer refused {RUN}: {builtins.CODE_MODE_OFF}")
+        call.run = secrets.token_hex(8)
+
+        def may_call(entry: CatalogueTool) -> str | None:
+            cfg = self.view.registry.servers.get(entry.server)
+            return "its server is gone" if cfg is None else policy.refusal(cfg, entry.tool, entry.raw)
+
+        async def inner(name: str, arguments: dict[str, Any]) -> Any:
+            sub = Call(server="?", tool=name, parent=call.run)
+            forwarded = types.CallToolRequestParams(name=name, arguments=arguments, _meta=params.meta)
+            result = await self._record(ctx, sub, lambda: self.router.call_tool(ctx, forwarded, sub, may_call))
+            return values.script_value(result, sub.outcome)
+
+        async def search(query: str, k: int) -> list[dict[str, Any]]:
+            m = self.view.merged()
+            found = await builtins.search_tools(m.visible_tools, m.key, {"query": query, "top_k": k})
+            tools = (found.get("structuredContent") or {}).get("tools", [])
+            entries = m.tools
+            return [
+                {k: t[k] for k in ("name", "description", "inputSchema")}
+                | {"callable": name in entries and may_call(entries[name]) is None}
+                for t in tools
+                if (name := t["name"])
+            ]
+
+        result = await builtins.run_script(params.arguments or {}, settings, inner, search)
+        cap = bigresults.cap_for(settings, None, params.meta)
+        result, kept = await bigresults.shrink(result, BUILTIN, "run", cap, settings, False)
+        if kept is not None:
+            call.kept, call.result_bytes = kept.id, kept.bytes
+        return result
 
 
 def _is_task(result: dict[str, Any]) -> bool:

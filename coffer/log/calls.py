@@ -48,7 +48,7 @@ _ERROR_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 
 COLUMNS = (
     *("id", "ts", "client_name", "client_version", "server", "tool"),
-    *("duration_ms", "outcome", "error_class", "pid", "kept", "result_bytes"),
+    *("duration_ms", "outcome", "error_class", "pid", "kept", "result_bytes", "run", "parent"),
 )
 
 MIGRATIONS = Migrations("coffer.log")
@@ -88,6 +88,14 @@ def _m0003_kept_results(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE calls ADD COLUMN result_bytes INTEGER")
 
 
+@MIGRATIONS(name="0004_script_calls")
+def _m0004_script_calls(db: sqlite_utils.Database) -> None:
+    # a coffer__run row carries its run id; each call its script made names that id as its parent
+    db.execute("ALTER TABLE calls ADD COLUMN run TEXT")
+    db.execute("ALTER TABLE calls ADD COLUMN parent TEXT")
+    db.execute("CREATE INDEX calls_parent ON calls (parent)")
+
+
 @dataclass(frozen=True)
 class CallRecord:
     """One finished call. `ts` is when it started (epoch seconds)."""
@@ -102,6 +110,8 @@ class CallRecord:
     error_class: str | None = None  # a short code or class name, never an upstream error body
     kept: str | None = None  # the id of a result kept for being over the cap (coffer.results)
     result_bytes: int | None = None  # that result's size
+    run: str | None = None  # a coffer__run call's id (coffer.codemode)
+    parent: str | None = None  # a call made by a coffer__run script: that run's id
 
 
 def _short(value: object, limit: int = _TEXT_MAX) -> str | None:
@@ -129,14 +139,17 @@ def _row(rec: CallRecord, pid: int) -> tuple[Any, ...]:
         pid,
         rec.kept if rec.kept is not None and _KEPT_ID.fullmatch(rec.kept) else None,
         int(rec.result_bytes) if rec.result_bytes is not None else None,
+        rec.run if rec.run is not None and _RUN_ID.fullmatch(rec.run) else None,
+        rec.parent if rec.parent is not None and _RUN_ID.fullmatch(rec.parent) else None,
     )
 
 
 _INSERT = (
     "INSERT INTO calls (ts, client_name, client_version, server, tool, duration_ms, outcome, error_class, pid, "
-    "kept, result_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "kept, result_bytes, run, parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _KEPT_ID = re.compile(r"[0-9a-f]{32}")
+_RUN_ID = re.compile(r"[0-9a-f]{16}")
 
 
 def migrate(db: sqlite_utils.Database) -> None:

@@ -29,6 +29,7 @@ class Profile:
     servers: list[str] = field(default_factory=list)
     tools: list[str] = field(default_factory=list)
     pinned: list[str] = field(default_factory=list)
+    code_mode: bool | None = None  # coffer__run for this client; None: as `[settings] code_mode` says
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -38,6 +39,7 @@ class Profile:
             "servers": list(self.servers),
             "tools": list(self.tools),
             "pinned": list(self.pinned),
+            "code_mode": self.code_mode,
         }
 
 
@@ -58,7 +60,10 @@ def profile_from(name: str, raw: Any, where: str) -> Profile:
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise RegistryError(f"{where}: profiles.{name}.{key} must be a list of strings")
         lists[key] = list(value)
-    return Profile(name=name, mode=mode, max_tools=cap, **lists)
+    code_mode = raw.get("code_mode")
+    if code_mode is not None and not isinstance(code_mode, bool):
+        raise RegistryError(f"{where}: profiles.{name}.code_mode must be true or false")
+    return Profile(name=name, mode=mode, max_tools=cap, code_mode=code_mode, **lists)
 
 
 def validate_profile(profile: Profile) -> Profile:
@@ -87,6 +92,8 @@ def write_profile(doc: TOMLDocument, profile: Profile, replace: bool) -> None:
     for key in ("servers", "tools", "pinned"):
         if getattr(profile, key):
             table.add(key, list(getattr(profile, key)))
+    if profile.code_mode is not None:
+        table.add("code_mode", profile.code_mode)
     profiles[profile.name] = table
 
 

@@ -26,7 +26,9 @@ SERVER_KEYS = {
     "sandbox",
     "max_result_tokens",
     "source",
+    "code_mode",
 }
+CODE_MODES = ("read", "all")  # or a list of tool names: coffer.codemode.policy
 SOURCE_KEYS = ("registry", "name", "version")  # where a server installed by `coffer add NAME` came from
 
 
@@ -53,6 +55,9 @@ class ServerConfig:
     # {registry, name, version}: the registry entry it was installed from (coffer.discovery); provenance
     # only, so not part of the approved launch config (the pinned version is in its launch line)
     source: dict[str, str] | None = None
+    # which of its tools a coffer__run script may call: "read" (readOnlyHint tools), "all", or the
+    # read-only ones plus these tools (coffer.codemode.policy)
+    code_mode: str | list[str] = "read"
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -92,6 +97,8 @@ class ServerConfig:
             out["sandbox"] = self.sandbox
         if self.source is not None:
             out["source"] = dict(self.source)
+        if self.code_mode != "read":
+            out["code_mode"] = self.code_mode if isinstance(self.code_mode, str) else list(self.code_mode)
         if self.url:
             out["url"] = mask_url(self.url) if mask else self.url
             out["headers"] = {k: mask_value(v) if mask else v for k, v in self.headers.items()}
@@ -144,6 +151,9 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
     source = want("source", dict, None)
     if source is not None and (set(source) != set(SOURCE_KEYS) or not all(isinstance(v, str) for v in source.values())):
         raise RegistryError(f"{where}: servers.{name}.source must be a table of {', '.join(SOURCE_KEYS)} (strings)")
+    code_mode = raw.get("code_mode", "read")
+    if not (code_mode in CODE_MODES or (isinstance(code_mode, list) and all(isinstance(t, str) for t in code_mode))):
+        raise RegistryError(f'{where}: servers.{name}.code_mode must be "read", "all" or a list of tool names')
     if prefix is not None and ((prefix and not NAME_RE.match(prefix)) or prefix in RESERVED_NAMES):
         raise RegistryError(f"{where}: servers.{name}.prefix '{prefix}' is invalid (use '' or a name like a server's)")
     return ServerConfig(
@@ -163,6 +173,7 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         max_result_tokens=cap,
         sandbox=sandbox,
         source=None if source is None else {k: source[k] for k in SOURCE_KEYS},
+        code_mode=code_mode if isinstance(code_mode, str) else list(code_mode),
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
 
@@ -203,6 +214,8 @@ def server_table(cfg: ServerConfig) -> Any:
         table.add("sandbox", sandbox)
     if cfg.source is not None:
         table.add("source", inline(cfg.source))
+    if cfg.code_mode != "read":
+        table.add("code_mode", cfg.code_mode)
     return table
 
 

@@ -163,12 +163,13 @@ def test_old_schema_file_is_upgraded_in_place(tmp_path: Path) -> None:
         "0001_calls",
         "0002_pid_tool_index_meta",
         "0003_kept_results",
+        "0004_script_calls",
     ]
     assert "calls_server_tool" in {i.name for i in db["calls"].indexes}
     rows = logq.query(db)
-    assert [(r["tool"], r["outcome"], r["pid"]) for r in rows] == [
-        ("get_issue", "timeout", None),
-        ("search_issues", "ok", os.getpid()),
+    assert [(r["tool"], r["outcome"], r["pid"], r["parent"]) for r in rows] == [
+        ("get_issue", "timeout", None, None),
+        ("search_issues", "ok", os.getpid(), None),
     ]
     assert [r["tool"] for r in logq.query(db, logq.Filters(tool="github__get_issue"))] == ["get_issue"]
 
