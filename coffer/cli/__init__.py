@@ -20,6 +20,7 @@ Modules:
     log         `coffer log` and `coffer log stats`
     results     `coffer results`: kept big results
     profile     `coffer profile`: what a client without tool search is shown
+    codemode    `coffer code-mode`: coffer__run on or off, and what scripts may call
     ui          `coffer ui`: the local web console
     demo        `coffer demo`
     completion  shell completion scripts, generated from the app

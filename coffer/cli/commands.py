@@ -21,6 +21,7 @@ from coffer.cli import status  # noqa: F401  isort: skip
 from coffer.cli import results  # noqa: F401  isort: skip
 from coffer.cli import ui  # noqa: F401  isort: skip
 from coffer.cli import discover  # noqa: F401  isort: skip
+from coffer.cli import codemode  # noqa: F401  isort: skip
 
 
 __all__ = ["app"]

@@ -33,13 +33,22 @@ def add(
         list[str] | None, typer.Option("--pin", help="Always advertise this tool (SERVER__TOOL); repeat.")
     ] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite a profile of that name.")] = False,
+    code_mode: Annotated[
+        bool | None, typer.Option("--code-mode/--no-code-mode", help="Offer coffer__run (default: as settings say).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add a profile (served with `coffer serve --profile NAME`; `coffer install CLIENT --profile NAME`)."""
     from coffer.vault import registry
 
     profile = registry.Profile(
-        name=name, mode=mode, max_tools=max_tools, servers=server or [], tools=tool or [], pinned=pin or []
+        name=name,
+        mode=mode,
+        max_tools=max_tools,
+        servers=server or [],
+        tools=tool or [],
+        pinned=pin or [],
+        code_mode=code_mode,
     )
     registry.add_profile(profile, replace=replace)
     if as_json:

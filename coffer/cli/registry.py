@@ -118,6 +118,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show one server: launch config (env masked), how the engine shares it, and its tools."""
+    from coffer.codemode import policy
     from coffer.gateway import sessions
     from coffer.manage import servers
 
@@ -134,6 +135,7 @@ def show(
             "enabled": t.tool not in disabled,
             "held": t.name in held or t.tool in held,
             "description": t.description,
+            "script": policy.refusal(cfg, t.tool, t.raw) is None,  # a coffer__run script may call it
         }
         for t in catalogue.server_tools(snap, name, cfg.exposed_prefix)
     ]
@@ -143,16 +145,35 @@ def show(
     how = sessions.decide(cfg, entry.seen if entry is not None else ())
     data["share"] = {"mode": how.mode, "why": how.reason}
     data["confinement"] = _confinement(cfg)
+    scripts = policy.enabled(reg.settings)
+    allowed = [t["name"] for t in tools if t["script"]]
+    data["code_mode"] = {"on": scripts, "allows": policy.describe(cfg), "tools": allowed}
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "server": data})
         return
-    hidden = ("tools", "name", "catalogued", "held", "list_error", "state", "share", "confinement", "sandbox")
+    hidden = (
+        "tools",
+        "name",
+        "catalogued",
+        "held",
+        "list_error",
+        "state",
+        "share",
+        "confinement",
+        "sandbox",
+        "code_mode",
+    )
+    code_mode = (
+        f"scripts may call {policy.describe(cfg)} ({len(allowed)} of {len(tools)})"
+        if scripts
+        else "off (`[settings] code_mode = true` turns coffer__run on)"
+    )
     confinement = data["confinement"]
     render.kv(
         [("state", _state_text(data)), ("share", f"{how.mode} ({how.reason})" + (_OWN if how.per_session else ""))]
         + ([("sandbox", f"{confinement['policy']} ({confinement['why']}){confinement['note']}")] if confinement else [])
         + [(k, v) for k, v in data.items() if k not in hidden]
-        + [("launch", cfg.launch_line())],
+        + [("code mode", code_mode), ("launch", cfg.launch_line())],
         title=name,
     )
     if data["list_error"]:
@@ -161,11 +182,12 @@ def show(
         render.say("no tools catalogued yet: run `coffer refresh`")
         return
     render.table(
-        ["tool", "enabled", "description"],
+        ["tool", "enabled", *(["script"] if scripts else []), "description"],
         [
             (
                 t["name"],
                 "held" if t["held"] else ("yes" if t["enabled"] else "no"),
+                *(["yes" if t["script"] else "no"] if scripts else []),
                 render.first_line(t["description"], 70),
             )
             for t in tools

@@ -24,6 +24,7 @@ from coffer.codemode.values import Outcome, ToolFailed
 Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]  # exposed name, arguments -> the script's value
 Searcher = Callable[[str, int], Awaitable[list[dict[str, Any]]]]  # query, top_k -> tools a script may call
 BATCH_CONCURRENCY = 8  # inner calls of one call_tools batch in flight at once
+SLEEPS = frozenset({"system.sleep", "system.async_sleep"})  # the only OS calls a script gets answered
 NO_OS = "scripts have no files, network, environment or processes: reach those through call_tool"
 
 
@@ -185,15 +186,27 @@ async def run(code: str, host: Host, limits: Limits) -> Outcome:
     return outcome
 
 
+def _seconds(args: Any) -> float:
+    value = args[0] if args else 0
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ToolFailed("ValueError", "sleep length must be a non-negative number")
+    return float(value)
+
+
 async def _step(pm: Any, state: _Run, snap: Any) -> Any:
     """Answer one pause of the script and resume it."""
     if isinstance(snap, pm.AsyncNameLookupSnapshot):
         return await snap.resume()  # an undefined name: NameError in the script
     if isinstance(snap, pm.AsyncFunctionSnapshot):
-        if snap.is_os_function:
+        name = str(snap.function_name)
+        if snap.is_os_function and name not in SLEEPS:
             return await snap.resume({"exception": PermissionError(NO_OS)})
         try:
-            value = await state.answer(str(snap.function_name), tuple(snap.args), dict(snap.kwargs))
+            if snap.is_os_function:  # time.sleep, asyncio.sleep: waited here, within the wall time
+                await anyio.sleep(_seconds(snap.args))
+                value = None
+            else:
+                value = await state.answer(name, tuple(snap.args), dict(snap.kwargs))
         except ToolFailed as exc:
             return await snap.resume({"exc_type": exc.kind, "message": str(exc)})
         if not snap.allow_eager_await:  # called as a function: the value, in place

@@ -72,6 +72,7 @@ def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     """`coffer list --json`'s rows, each with what the running engine says of its process."""
     from coffer.engine import control
     from coffer.manage.servers import server_rows
+    from coffer.manage.tools import code_mode_on
 
     rows = server_rows()
     engine = control.status()
@@ -80,7 +81,17 @@ def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
         live.setdefault(up["name"], []).append(up)
     for row in rows:
         row["processes"] = live.get(row["name"], [])
-    return {"servers": rows, "engine": engine}
+    return {"servers": rows, "engine": engine, "code_mode": code_mode_on()}
+
+
+def set_code_mode(_params: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    """coffer__run on or off for every client (profiles that say otherwise keep their own)."""
+    from coffer.manage.tools import set_code_mode as write
+
+    on = body.get("on")
+    if not isinstance(on, bool):
+        raise UsageError('give {"on": true} or {"on": false}')
+    return {"code_mode": on, "changed": write(on)}
 
 
 def review(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
@@ -247,6 +258,7 @@ ROUTES = [
     Route("/api/servers/{name}/review", _endpoint(review)),
     Route("/api/servers/{name}/approve", _endpoint(approve, writes=True), methods=["POST"]),
     Route("/api/servers/{name}/enabled", _endpoint(set_server, writes=True), methods=["POST"]),
+    Route("/api/code-mode", _endpoint(set_code_mode, writes=True), methods=["POST"]),
     Route("/api/find", _endpoint(find)),
     Route("/api/find/plan", _endpoint(install_plan)),
     Route("/api/servers/add", _endpoint(install, writes=True), methods=["POST"]),

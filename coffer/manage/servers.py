@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from coffer.codemode import policy
 from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError
 from coffer.manage.probe import probe_configs
 from coffer.manage.refresh import Refreshed, probe_and_record, refresh
@@ -175,7 +176,8 @@ def server_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
             tools = catalogue.server_tools(snap, cfg.name, cfg.exposed_prefix)
             off = set(cfg.disabled_tools)
             on = [t for t in tools if t.tool not in off]
-            data["tools"] = {"enabled": len(on), "total": len(tools)}
+            scripts = sum(policy.refusal(cfg, t.tool, t.raw) is None for t in on)  # a coffer__run script may call
+            data["tools"] = {"enabled": len(on), "total": len(tools), "script": scripts}
             data["tokens"] = sum(tool_tokens([t.wire for t in on]))
         data["list_error"] = entry.error if entry is not None else None
         rows.append(data)

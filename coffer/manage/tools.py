@@ -77,3 +77,31 @@ def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def code_mode_on() -> bool:
+    """Whether coffer__run is on for clients without a profile that says otherwise."""
+    from coffer.codemode import policy
+
+    return policy.enabled(registry.load().settings)
+
+
+def set_code_mode(on: bool, server: str | None = None, allow: str | list[str] | None = None) -> bool:
+    """Turn coffer__run on or off (`[settings] code_mode`), or set what scripts may call on one server
+    (`allow`: "read", "all" or tool names); False when it already was so."""
+    with registry.edit() as doc:
+        if server is None:
+            settings: Any = doc.setdefault("settings", {})
+            changed = settings.get("code_mode", False) is not on
+            settings["code_mode"] = on
+            return bool(changed)
+        table: Any = doc.get("servers", {}).get(server)
+        if table is None:
+            raise NotFoundError(f"unknown server '{server}' (see `coffer list`)")
+        value = "read" if allow is None else allow
+        changed = table.get("code_mode", "read") != value
+        if value == "read":
+            table.pop("code_mode", None)
+        else:
+            table["code_mode"] = value
+        return bool(changed)

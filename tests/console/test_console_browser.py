@@ -137,6 +137,27 @@ def test_servers_page_reviews_and_approves(page: Any, console_home: Path, shots:
     page.wait_for_selector("tr[data-server=notion] .badge:has-text('disabled')")
 
 
+def test_servers_page_turns_code_mode_on_and_counts_what_scripts_may_call(page: Any, console_home: Path) -> None:
+    from coffer.codemode import policy
+    from coffer.manage.tools import set_code_mode
+
+    # the recorded catalogue carries no readOnlyHint: the user allows two of github's tools by name
+    assert set_code_mode(False, server="github", allow=["create_issue", "get_issue"])
+    github = registry.load().servers["github"]
+    tools = catalogue.server_tools(catalogue.load_snapshot(), "github", github.exposed_prefix)
+    readable = sum(policy.refusal(github, t.tool, t.raw) is None for t in tools)
+    assert readable == 2 and len(tools) == 26
+    assert page.locator("tr[data-server=github] .script-tools").count() == 0
+    page.get_by_role("switch", name="code mode (coffer__run)").click()
+    wait_notice(page, "code mode on")
+    assert registry_doc(console_home)["settings"]["code_mode"] is True
+    page.wait_for_selector("tr[data-server=github] .script-tools")
+    assert page.locator("tr[data-server=github] .script-tools").inner_text() == f"{readable} in scripts"
+    page.get_by_role("switch", name="code mode (coffer__run)").click()
+    wait_notice(page, "code mode off")
+    assert registry_doc(console_home)["settings"]["code_mode"] is False
+
+
 def test_tools_page_toggles_and_searches(page: Any, console_home: Path, shots: Path) -> None:
     page.click("nav >> text=Tools")
     page.wait_for_selector("main[data-page=tools][aria-busy=false] #tools")

@@ -108,6 +108,12 @@ async function serversPage(root) {
       el("div", { class: "card" },
         el("b", {}, engine ? `pid ${engine.engine.pid}` : "not running"),
         engine ? `engine: ${engine.sessions.length} session(s), ${fmt.mib(engine.engine.pss_kib)}` : "engine (starts with coffer serve)"),
+      el("div", { class: "card", id: "code-mode" },
+        el("b", {}, switchFor("code mode (coffer__run)", data.code_mode, async (ev) => {
+          await change(() => api("/api/code-mode", { on: ev.target.checked }),
+            `code mode ${ev.target.checked ? "on: agents may run scripts that call read-only tools" : "off"}`);
+        })),
+        data.code_mode ? "code mode: scripts may call the tools counted under “in scripts”" : "code mode (coffer__run) off"),
     ),
   );
   if (!rows.length) {
@@ -123,7 +129,8 @@ async function serversPage(root) {
       el("td", {}, el("b", {}, row.name), launchLine(row.transport === "http" ? row.url : [row.command, ...row.args].join(" "))),
       el("td", {}, stateBadge(row.state)),
       el("td", { class: "process" }, procs.length ? procs.map(processLine) : el("span", { class: "muted" }, "not started")),
-      el("td", { class: "num" }, row.tools ? `${row.tools.enabled}/${row.tools.total}` : "?"),
+      el("td", { class: "num" }, row.tools ? `${row.tools.enabled}/${row.tools.total}` : "?",
+        data.code_mode && row.tools ? el("div", { class: "muted script-tools" }, `${row.tools.script} in scripts`) : null),
       el("td", { class: "num" }, fmt.int(row.tokens)),
       el("td", {}, lastError ? el("span", { class: "error" }, lastError) : el("span", { class: "muted" }, "–")),
       el("td", {}, switchFor(`enable server ${row.name}`, row.enabled, async (ev) => {
