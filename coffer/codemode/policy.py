@@ -16,6 +16,12 @@ from coffer.errors import RegistryError
 from coffer.vault.profiles import Profile
 from coffer.vault.servers import ServerConfig
 
+TOOL = "coffer__run"
+OFF = (
+    "code mode is off: the user can turn it on with `coffer code-mode on` (`[settings] code_mode = true` in "
+    "coffer.toml), a profile's code_mode = true, or the console's Servers page"
+)
+
 # [settings] key -> (default, least, most): wall time of one script, its heap, its tool calls, its print()
 LIMIT_KEYS: dict[str, tuple[float, float, float]] = {
     "code_mode_timeout_s": (30.0, 1.0, 600.0),
@@ -81,3 +87,29 @@ def describe(cfg: ServerConfig) -> str:
     if isinstance(mode, list) and mode:
         return "read-only tools and " + ", ".join(mode)
     return "read-only tools"
+
+
+def definition() -> dict[str, Any]:
+    """`coffer__run` as tools/list shows it (listed only where code mode is on)."""
+    from coffer.codemode.checks import ALLOWED_IMPORTS
+
+    return {
+        "name": TOOL,
+        "description": (
+            "Run a short Python script (a sandboxed subset: no files, network or environment) that calls "
+            "several tools and returns only what matters: bulk reads, filtering, multi-step work in one step. "
+            "Inside: call_tool(name, arguments) returns the tool's structured content (a dict) or its text, "
+            "and raises an exception you can catch when it fails; call_tools([[name, arguments], ...]) runs a "
+            "batch at once (a failed one is {'error': ...} in its place); search_tools(query, top_k=5) finds "
+            "tools (each says whether scripts may call it). Scripts may call read-only tools, plus those the "
+            "user allowed. The last expression is the result; print() output comes back too. Imports: "
+            + ", ".join(sorted(ALLOWED_IMPORTS))
+            + "."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The script (Python)."}},
+            "required": ["code"],
+        },
+        "annotations": {"readOnlyHint": False, "openWorldHint": True},
+    }

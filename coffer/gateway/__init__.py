@@ -10,9 +10,10 @@ Modules, from the host's transport in:
     listings    list requests: the merged view, new servers given a bounded chance, profiles, paging
     advertise   which tools a profile advertises (pure)
     paging      one page of a merged list
-    builtins    coffer__search_tools, coffer__ask, coffer__call_tool: definitions and answers
+    builtins    coffer__search_tools, coffer__ask, coffer__call_tool, coffer__run: definitions and answers
     bigresults  results over the cap kept and previewed; coffer__read_result
-    routes      curation at call time, resolution of exposed names, routing to the owning upstream
+    routes      curation at call time, resolution of exposed names, routing to the owning upstream;
+                coffer__run scripts, whose calls take that route (coffer.codemode runs the script)
     tasks       task-augmented calls relayed to upstreams, owned by the session that made them
     view        the registry as served: curation, pins, the merged catalogue (`merge`)
     merge       every upstream's listing merged under exposed names
@@ -22,6 +23,6 @@ Modules, from the host's transport in:
     pool        the running upstreams: bounded starts, per-session pools, a clean stop
     sessions    what belongs to one host session (`HostSession`), and which servers run per session
 
-Imports the upstreams (coffer.upstreams: the client side), the vault, trust, ranking, log, memory,
-results and telemetry; nothing in it imports upward.
+Imports the upstreams (coffer.upstreams: the client side), code mode, the vault, trust, ranking, log,
+memory, results and telemetry; nothing in it imports upward.
 """

@@ -17,6 +17,7 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import ServerMessageMetadata
 
+from coffer.codemode import policy
 from coffer.errors import CofferError
 from coffer.vault import paths
 from coffer.vault.catalogue import CatalogueTool
@@ -27,7 +28,7 @@ SEARCH = "coffer__search_tools"
 ASK = "coffer__ask"
 CALL = "coffer__call_tool"
 READ = "coffer__read_result"
-RUN = "coffer__run"  # code mode (coffer.codemode): listed and answered only where it is on
+RUN = policy.TOOL  # code mode (coffer.codemode): listed and answered only where it is on
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 20
 
@@ -167,7 +168,8 @@ def _singular(word: str) -> str:
     return word
 
 
-def tool_definitions() -> list[dict[str, Any]]:
+def tool_definitions(run: bool = True) -> list[dict[str, Any]]:
+    """The built-ins; `run`: with coffer__run (the gateway keeps it, and lists it where code mode is on)."""
     from coffer.ranking import SEARCH_TOOL_DESCRIPTION
 
     k = {"type": "integer", "description": "How many results (default 5, at most 20).", "default": DEFAULT_TOP_K}
@@ -222,33 +224,8 @@ def tool_definitions() -> list[dict[str, Any]]:
             },
             "annotations": read_only,
         },
-        run_definition(),
+        *([policy.definition()] if run else []),
     ]
-
-
-def run_definition() -> dict[str, Any]:
-    from coffer.codemode.checks import ALLOWED_IMPORTS
-
-    return {
-        "name": RUN,
-        "description": (
-            "Run a short Python script (a sandboxed subset: no files, network or environment) that calls "
-            "several tools and returns only what matters: bulk reads, filtering, multi-step work in one step. "
-            "Inside: call_tool(name, arguments) returns the tool's structured content (a dict) or its text, "
-            "and raises an exception you can catch when it fails; call_tools([[name, arguments], ...]) runs a "
-            "batch at once (a failed one is {'error': ...} in its place); search_tools(query, top_k=5) finds "
-            "tools (each says whether scripts may call it). Scripts may call read-only tools, plus those the "
-            "user allowed. The last expression is the result; print() output comes back too. Imports: "
-            + ", ".join(sorted(ALLOWED_IMPORTS))
-            + "."
-        ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "The script (Python)."}},
-            "required": ["code"],
-        },
-        "annotations": {"readOnlyHint": False, "openWorldHint": True},
-    }
 
 
 def call_tool_definition() -> dict[str, Any]:
@@ -357,30 +334,6 @@ async def search_tools(
     if notes:
         payload["note"] = " ".join(notes)
     return text_result(payload)
-
-
-CODE_MODE_OFF = (
-    "code mode is off: the user can turn it on with `[settings] code_mode = true` in coffer.toml, a profile's "
-    "code_mode = true, or the console's Servers page"
-)
-
-
-async def run_script(
-    args: dict[str, Any],
-    settings: Mapping[str, Any],
-    call: Callable[[str, dict[str, Any]], Awaitable[Any]],
-    search: Callable[[str, int], Awaitable[list[dict[str, Any]]]],
-) -> dict[str, Any]:
-    """`coffer__run`: the script's outcome as a result (an error result when the script failed)."""
-    from coffer.codemode import policy, sandbox
-
-    code = text_arg(args, "code", RUN)
-    try:
-        limits = policy.limits(settings)
-    except CofferError as exc:
-        raise CallFailure("error", "bad_settings", str(exc)) from exc
-    outcome = await sandbox.run(code, sandbox.Host(call, search), limits)
-    return text_result(outcome.payload(), error=outcome.error is not None)
 
 
 def _words_of(query: str, terms: list[str]) -> list[str]:

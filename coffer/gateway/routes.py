@@ -7,10 +7,12 @@ the prompt's exposed name, resources/read and subscribe by the resource's URI (o
 that matches it), completion/complete by its reference. tools/call failures become `CallFailure`
 (an isError result, logged by the server); the others have no isError result, so their failures are
 JSON-RPC errors, with text passed through `coffer.trust.redact` since it may quote an upstream.
+A coffer__run script's calls (coffer.codemode) take the same tools/call path, one by one.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
@@ -19,8 +21,10 @@ import mcp_types as types
 from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from coffer.codemode import policy
+from coffer.errors import CofferError
 from coffer.gateway import apps, bigresults
-from coffer.gateway.builtins import SEARCH, CallFailure, HostError
+from coffer.gateway.builtins import BUILTIN, SEARCH, CallFailure, HostError, search_tools, text_arg, text_result
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.rounds import Round, Rounds, UnknownRound
@@ -29,7 +33,10 @@ from coffer.gateway.view import View
 from coffer.trust.redact import scrub
 from coffer.upstreams.upstream import UpstreamUnavailable
 from coffer.vault.catalogue import CatalogueTool
+from coffer.vault.profiles import Profile
 
+# the server's `_record`: runs one tools/call, turns failures into results, writes its log row
+Recorder = Callable[[Any, "Call", Callable[[], Awaitable[dict[str, Any]]]], Awaitable[dict[str, Any]]]
 NO_COMPLETION: dict[str, Any] = {"completion": {"values": [], "hasMore": False}}
 # Request `_meta` keys that describe the host's own connection (2026-07-28 stamps them on every request):
 # the upstream connection gets its own from the SDK, so these are not passed on. The progress token is
@@ -189,6 +196,53 @@ class Router:
         if reason is not None:
             raise CallFailure("refused", "curation", f"coffer refused {name}: {reason}")
         raise CallFailure("error", "unknown_tool", f"unknown tool '{name}' (find tools with {SEARCH})")
+
+    # ------------------------------------------------------------------ coffer__run (coffer.codemode)
+
+    async def run_script(
+        self, ctx: Any, params: types.CallToolRequestParams, call: Call, record: Recorder, profile: Profile | None
+    ) -> dict[str, Any]:
+        """A script whose every call takes `record` (the invocation log, as its own row naming this run)
+        and `call_tool`'s one path, with code mode's rule on what it may call; its outcome is kept like
+        any result over the cap."""
+        from coffer.codemode import sandbox, values
+
+        settings = self.view.registry.settings
+        if not policy.enabled(settings, profile):
+            raise CallFailure("refused", "code_mode_off", f"coffer refused {policy.TOOL}: {policy.OFF}")
+        try:
+            limits = policy.limits(settings)
+        except CofferError as exc:
+            raise CallFailure("error", "bad_settings", str(exc)) from exc
+        code = text_arg(params.arguments or {}, "code", policy.TOOL)
+        call.run = secrets.token_hex(8)
+
+        def may_call(entry: CatalogueTool) -> str | None:
+            cfg = self.view.registry.servers.get(entry.server)
+            return "its server is gone" if cfg is None else policy.refusal(cfg, entry.tool, entry.raw)
+
+        async def inner(name: str, arguments: dict[str, Any]) -> Any:
+            sub = Call(server="?", tool=name, parent=call.run)
+            forwarded = types.CallToolRequestParams(name=name, arguments=arguments, _meta=params.meta)
+            result = await record(ctx, sub, lambda: self.call_tool(ctx, forwarded, sub, may_call))
+            return values.script_value(result, sub.outcome)
+
+        async def search(query: str, k: int) -> list[dict[str, Any]]:
+            m = self.view.merged()
+            found = await search_tools(m.visible_tools, m.key, {"query": query, "top_k": k})
+            return [
+                {key: t[key] for key in ("name", "description", "inputSchema")}
+                | {"callable": t["name"] in m.tools and may_call(m.tools[t["name"]]) is None}
+                for t in (found.get("structuredContent") or {}).get("tools", [])
+            ]
+
+        outcome = await sandbox.run(code, sandbox.Host(inner, search), limits)
+        result = text_result(outcome.payload(), error=outcome.error is not None)
+        cap = bigresults.cap_for(settings, None, params.meta)
+        result, kept = await bigresults.shrink(result, BUILTIN, "run", cap, settings, False)
+        if kept is not None:
+            call.kept, call.result_bytes = kept.id, kept.bytes
+        return result
 
     # ------------------------------------------------------------------ other requests
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import secrets
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -51,7 +50,6 @@ from coffer.trust.redact import scrub
 from coffer.upstreams import outbound, resources
 from coffer.upstreams.upstream import Upstream, UpstreamUnavailable
 from coffer.vault import catalogue
-from coffer.vault.catalogue import CatalogueTool
 from coffer.vault.registry import Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
@@ -120,7 +118,8 @@ class Gateway:
                 self.view.load_snapshot()
                 self.relay.askers = {name for name, seen in self.view.seen.items() if sessions.SEEN_ASKS in seen}
                 self.listings.start()
-                self.pool.spawn(self._watch_vault)
+                watcher = anyio.CancelScope()  # stopped before the trust store closes under it
+                self.pool.spawn(self._watch_vault, watcher)
                 if otlp.wanted():
                     self.telemetry = otlp.start()
                     if self.telemetry is not None:
@@ -128,6 +127,7 @@ class Gateway:
                 try:
                     yield self
                 finally:  # before the upstreams stop: a task nobody can collect is cancelled where it runs
+                    watcher.cancel()
                     await self.tasks.close()
                     if self._unsaved:  # what listed in the last moments still reaches the next start
                         with anyio.CancelScope(shield=True), contextlib.suppress(CofferError, OSError):
@@ -137,15 +137,16 @@ class Gateway:
                         with anyio.CancelScope(shield=True):
                             await anyio.to_thread.run_sync(self.telemetry.shutdown)
 
-    async def _watch_vault(self) -> None:
+    async def _watch_vault(self, scope: anyio.CancelScope) -> None:
         """A vault edit (remove, disable, a hand edit, an approval) reaches the running upstreams at once,
         not at the next request: the registry file and the trust tables are looked at twice a second."""
-        while True:
-            await anyio.sleep(VAULT_POLL_S)
-            try:
-                self.view.current_registry()
-            except Exception as exc:  # the watcher must outlive any one bad read
-                log.warning("could not re-read the vault: %s", exc)
+        with scope:
+            while True:
+                await anyio.sleep(VAULT_POLL_S)
+                try:
+                    self.view.current_registry()
+                except Exception as exc:  # the watcher must outlive any one bad read
+                    log.warning("could not re-read the vault: %s", exc)
 
     @property
     def registry(self) -> Registry:
@@ -457,8 +458,8 @@ class Gateway:
         if params.name not in (SEARCH, ASK, READ, RUN):
             return await self.router.call_tool(ctx, params, call)
         call.server, call.tool = BUILTIN, params.name.removeprefix(f"{BUILTIN}__")
-        if params.name == RUN:
-            return await self._run_script(ctx, params, call)
+        if params.name == RUN:  # code mode: each call of the script through `_record` and the router
+            return await self.router.run_script(ctx, params, call, self._record, self.listings.profile)
         if params.name == READ:
             return await bigresults.read_tool(args, bigresults.cap_for(self.view.registry.settings, None, params.meta))
         if params.name == SEARCH:
@@ -473,45 +474,6 @@ class Gateway:
                 builtins.withheld(m.tools, m.visible_tools, reg),
             )
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
-
-    async def _run_script(self, ctx: Any, params: types.CallToolRequestParams, call: Call) -> dict[str, Any]:
-        """coffer__run: each call its script makes takes `_record` and the router's one path, as its own
-        log row naming this run; the outcome is kept like any result over the cap."""
-        from coffer.codemode import policy, values
-
-        settings = self.view.registry.settings
-        if not policy.enabled(settings, self.listings.profile):
-            raise CallFailure("refused", "code_mode_off", f"coffer refused {RUN}: {builtins.CODE_MODE_OFF}")
-        call.run = secrets.token_hex(8)
-
-        def may_call(entry: CatalogueTool) -> str | None:
-            cfg = self.view.registry.servers.get(entry.server)
-            return "its server is gone" if cfg is None else policy.refusal(cfg, entry.tool, entry.raw)
-
-        async def inner(name: str, arguments: dict[str, Any]) -> Any:
-            sub = Call(server="?", tool=name, parent=call.run)
-            forwarded = types.CallToolRequestParams(name=name, arguments=arguments, _meta=params.meta)
-            result = await self._record(ctx, sub, lambda: self.router.call_tool(ctx, forwarded, sub, may_call))
-            return values.script_value(result, sub.outcome)
-
-        async def search(query: str, k: int) -> list[dict[str, Any]]:
-            m = self.view.merged()
-            found = await builtins.search_tools(m.visible_tools, m.key, {"query": query, "top_k": k})
-            tools = (found.get("structuredContent") or {}).get("tools", [])
-            entries = m.tools
-            return [
-                {k: t[k] for k in ("name", "description", "inputSchema")}
-                | {"callable": name in entries and may_call(entries[name]) is None}
-                for t in tools
-                if (name := t["name"])
-            ]
-
-        result = await builtins.run_script(params.arguments or {}, settings, inner, search)
-        cap = bigresults.cap_for(settings, None, params.meta)
-        result, kept = await bigresults.shrink(result, BUILTIN, "run", cap, settings, False)
-        if kept is not None:
-            call.kept, call.result_bytes = kept.id, kept.bytes
-        return result
 
 
 def _is_task(result: dict[str, Any]) -> bool:

@@ -110,11 +110,12 @@ def render_name(name: str, width: int = 40) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _builtin_tokens() -> int:
+def _builtin_tokens(settings: dict[str, Any]) -> int:
     """The `coffer__*` built-ins are advertised beside the upstream tools, so they count too."""
+    from coffer.codemode import policy
     from coffer.gateway.builtins import tool_definitions
 
-    return sum(tool_tokens(tool_definitions()))
+    return sum(tool_tokens(tool_definitions(policy.enabled(settings))))
 
 
 def _sandbox(cfg: ServerConfig) -> tuple[str, str]:
@@ -224,4 +225,4 @@ def _diagnose(
             diag.tokens = sum(tool_tokens([t.wire for t in visible]))
         servers.append(diag)
     shared = {name: sorted(owners) for name, owners in sorted(served_by.items()) if len(owners) > 1}
-    return Diagnosis(servers, shared, _builtin_tokens())
+    return Diagnosis(servers, shared, _builtin_tokens(reg.settings))

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from coffer.codemode import policy
 from coffer.gateway import advertise, builtins
 from coffer.log.query import call_counts
 from coffer.trust import curation
@@ -25,11 +26,11 @@ def previews(names: list[str | None], reg: registry.Registry | None = None) -> l
     chosen = [reg.profile(name) if name is not None else None for name in names]
     with Pins.read() as pins:
         tools = curation.visible_tools(reg, catalogue.load_snapshot(), pins)
-    defs = builtins.tool_definitions()
     counts = call_counts() if any(p is not None for p in chosen) else {}
     rows = []
     for profile in chosen:
         shown = None
+        defs = builtins.tool_definitions(policy.enabled(reg.settings, profile))
         if profile is not None:
             shown = advertise.select(profile, tools, len(defs), counts, list(reg.servers))
         listed = advertise.tools_result(

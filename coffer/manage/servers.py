@@ -171,13 +171,14 @@ def server_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
     for cfg in reg.servers.values():
         data = cfg.to_dict(mask=True) | states[cfg.name]
         entry = snap.servers.get(cfg.name) if snap is not None else None
-        data["tools"] = data["tokens"] = None
+        data["tools"] = data["tokens"] = data["script_tools"] = None
         if entry is not None:
             tools = catalogue.server_tools(snap, cfg.name, cfg.exposed_prefix)
             off = set(cfg.disabled_tools)
             on = [t for t in tools if t.tool not in off]
             scripts = sum(policy.refusal(cfg, t.tool, t.raw) is None for t in on)  # a coffer__run script may call
-            data["tools"] = {"enabled": len(on), "total": len(tools), "script": scripts}
+            data["tools"] = {"enabled": len(on), "total": len(tools)}
+            data["script_tools"] = scripts
             data["tokens"] = sum(tool_tokens([t.wire for t in on]))
         data["list_error"] = entry.error if entry is not None else None
         rows.append(data)

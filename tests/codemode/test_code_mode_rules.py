@@ -33,6 +33,13 @@ def payload(result: Any) -> dict[str, Any]:
     return dict(json.loads(text(result)))
 
 
+async def wait_started(s: Any) -> None:
+    for _ in range(50):
+        if not (await s.call("fx__echo", {"text": "up"})).is_error:
+            return
+    raise AssertionError("fx never started")
+
+
 async def test_cancelling_the_run_cancels_its_inner_call(coffer_home: Path, tmp_path: Path) -> None:
     events = tmp_path / "fx.events"
     add_fixture(coffer_home, "fx", events=events)
@@ -74,7 +81,7 @@ out
 
 
 async def test_an_inner_timeout_and_the_limits_of_the_settings(coffer_home: Path) -> None:
-    add_fixture(coffer_home, "fx", timeout=1.0)
+    add_fixture(coffer_home, "fx", timeout=2.0)
     server_key(coffer_home, "fx", "code_mode", ["slow", "echo"])
     settings(coffer_home, code_mode_max_calls=3, code_mode_timeout_s=10)
     script = """
@@ -85,8 +92,11 @@ except TimeoutError as e:
 [first, call_tools([["fx__echo", {"text": str(i)}] for i in range(3)])]
 """
     async with serve(coffer_home) as s:
-        first, batch = payload(await s.call("coffer__run", {"code": script}))["result"]
-        assert first.startswith("timeout: fx__slow timed out after 1s")
+        await wait_started(s)  # the 2 s call timeout is the start's too: started first, it times the call only
+        ran = payload(await s.call("coffer__run", {"code": script}))
+        assert "result" in ran, ran
+        first, batch = ran["result"]
+        assert first.startswith("timeout: fx__slow timed out after 2s")
         assert batch[:2] == ["0", "1"] and "code_mode_max_calls" in batch[2]["error"]  # 3 calls in all
         bad = await s.call("coffer__run", {"code": "call_tool('fx__add', {})"})
         assert bad.is_error and 'code_mode = ["add"]' in payload(bad)["error"]

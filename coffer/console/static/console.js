@@ -130,7 +130,7 @@ async function serversPage(root) {
       el("td", {}, stateBadge(row.state)),
       el("td", { class: "process" }, procs.length ? procs.map(processLine) : el("span", { class: "muted" }, "not started")),
       el("td", { class: "num" }, row.tools ? `${row.tools.enabled}/${row.tools.total}` : "?",
-        data.code_mode && row.tools ? el("div", { class: "muted script-tools" }, `${row.tools.script} in scripts`) : null),
+        data.code_mode && row.tools ? el("div", { class: "muted script-tools" }, `${row.script_tools} in scripts`) : null),
       el("td", { class: "num" }, fmt.int(row.tokens)),
       el("td", {}, lastError ? el("span", { class: "error" }, lastError) : el("span", { class: "muted" }, "–")),
       el("td", {}, switchFor(`enable server ${row.name}`, row.enabled, async (ev) => {
