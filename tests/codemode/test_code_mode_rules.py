@@ -134,3 +134,61 @@ async def test_a_per_session_server_stays_its_sessions_own(coffer_home: Path) ->
             assert scripted == direct
             mine[who] = direct
         assert mine["alice"] != mine["bob"]
+
+
+async def test_a_big_outcome_is_kept_like_any_big_result(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "fx")
+    settings(coffer_home, result_max_tokens=2000)
+    async with serve(coffer_home) as s:
+        big = await s.call("coffer__run", {"code": "'\\n'.join('line %d of the report' % i for i in range(20000))"})
+        preview = text(big)
+        assert not big.is_error and "coffer://results/" in preview and len(preview) < 20_000
+        kept = preview.split("coffer://results/")[1][:32]
+        part = await s.call("coffer__read_result", {"id": kept, "pattern": "line 19999 of"})
+        assert "line 19999 of the report" in text(part)
+    rows = query(open_log(), limit=5)
+    (run,) = [r for r in rows if r["tool"] == "run"]
+    assert run["kept"] == kept and run["result_bytes"] > 400_000
+
+
+async def test_a_2026_07_28_host_runs_scripts_and_an_ask_inside_is_refused(coffer_home: Path, tmp_path: Path) -> None:
+    from mcp import stdio_client
+    from mcp.client.client import Client
+
+    from tests.gateway.test_rounds import elicit, params
+
+    add_fixture(coffer_home, "fx", "relay")
+    server_key(coffer_home, "fx", "code_mode", "all")
+    settings(coffer_home)
+    script = """
+out = [call_tool("fx__echo", {"text": "hi"})]
+try:
+    out.append(call_tool("fx__ask_user"))
+except Exception as e:
+    out.append(type(e).__name__ + ": " + str(e))
+out
+"""
+    with open(tmp_path / "stderr", "w") as errlog:
+        transport = stdio_client(params(coffer_home), errlog=errlog)
+        async with Client(transport, mode="auto", cache=None, elicitation_callback=elicit) as client:
+            assert client.protocol_version == "2026-07-28"
+            ran = await client.call_tool("coffer__run", {"code": script})
+            assert not ran.is_error, ran
+            echoed, asked = json.loads(ran.content[0].text)["result"]  # type: ignore[union-attr]
+            assert echoed == "hi"
+            # a script cannot pause for the host's answer: the ask is refused with why, never a hang
+            assert asked.startswith("RuntimeError: ask_user failed: coffer did not relay elicitation"), asked
+
+
+async def test_a_2025_host_is_asked_during_a_scripts_call(coffer_home: Path) -> None:
+    import mcp_types as types
+
+    async def elicit(ctx: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    add_fixture(coffer_home, "fx", "relay")
+    server_key(coffer_home, "fx", "code_mode", "all")
+    settings(coffer_home)
+    async with serve(coffer_home, elicitation_callback=elicit) as s:
+        ran = payload(await s.call("coffer__run", {"code": 'call_tool("fx__ask_user")'}))
+        assert ran["result"] == "accept: Ada"
