@@ -7,6 +7,9 @@ server-filesystem and server-memory (from .ci/node, else npx). Three tasks, each
   tree count   files per extension in a 300-file tree: directory_tree, counted
   graph hop    who works at Acme in a 120-entity memory graph: search_nodes, then open_nodes
 
+and first, the cost of the sandbox alone: a script that calls nothing (a fresh worker, under
+bubblewrap where the machine has it, per run).
+
 Per task and way: the bytes and tokens that reach the agent (every result as the host receives it:
 content and structuredContent, counted with the result cap's tokenizer, coffer.results.tokens), the
 tokens the agent must write (the calls' arguments, or the script), the tool calls the agent makes,
@@ -156,6 +159,12 @@ async def measure(home: Path, data: Path, runs: int) -> list[dict[str, Any]]:
             if "fs__directory_tree" in names and "memory__open_nodes" in names:
                 break
             await anyio.sleep(0.1)
+        empty = []
+        for _ in range(runs * 4):  # the sandbox's own cost: a fresh confined worker, a script with no call
+            t0 = time.perf_counter()
+            await s.call_tool("coffer__run", {"code": "1"})
+            empty.append(time.perf_counter() - t0)
+        rows.append({"task": "empty", "wall": statistics.median(empty)})
         for task, (plan, script) in tasks(data).items():
             calls = await plan(s)
             direct_s, script_s = [], []
@@ -198,6 +207,9 @@ def main() -> None:
         rows = anyio.run(measure, home, data, args.runs)
     print(f"{'task':11} {'way':7} {'calls':>5} {'bytes in':>9} {'tokens in':>9} {'tokens out':>10} {'wall ms':>8}")
     for row in rows:
+        if row["task"] == "empty":
+            print(f"(a coffer__run that calls nothing: {row['wall'] * 1000:.1f} ms, its worker's start included)")
+            continue
         for way in ("direct", "run"):
             calls, size, tokens_in, tokens_out, wall = row[way]
             label = "direct" if way == "direct" else "run"

@@ -11,8 +11,13 @@ outer call) cancels the inner call in flight and stops the worker.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shlex
+import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +25,8 @@ import anyio
 from coffer.codemode.checks import ScriptRefused, check
 from coffer.codemode.policy import Limits
 from coffer.codemode.values import Outcome, ToolFailed
+from coffer.vault import paths
+from coffer.vault.fsutil import atomic_write
 
 Caller = Callable[[str, dict[str, Any]], Awaitable[Any]]  # exposed name, arguments -> the script's value
 Searcher = Callable[[str, int], Awaitable[list[dict[str, Any]]]]  # query, top_k -> tools a script may call
@@ -137,8 +144,36 @@ def _bind(
     return bound
 
 
-async def run(code: str, host: Host, limits: Limits) -> Outcome:
-    """Run `code`; every failure of the script (not of the gateway) is the Outcome's error."""
+def monty_binary() -> str | None:
+    """pydantic-monty's worker binary, found as the package finds it (MONTY_BIN, this environment's
+    scripts directory, PATH)."""
+    import sysconfig
+
+    if os.environ.get("MONTY_BIN"):
+        return os.environ["MONTY_BIN"]
+    here = Path(sysconfig.get_path("scripts")) / "monty"
+    return str(here) if here.is_file() else shutil.which("monty")
+
+
+def confined_worker(confine: Callable[[str], list[str] | None]) -> str | None:
+    """A launcher that starts the worker under `confine`'s command (coffer.upstreams.sandbox's
+    `helper_command`: its binary and the system's libraries, nothing else), kept in the cache dir and
+    named by its content; None where there is nothing to confine with (the worker runs as it is)."""
+    binary = monty_binary()
+    argv = confine(binary) if binary is not None else None
+    if argv is None:
+        return None
+    text = "#!/bin/sh\nexec " + shlex.join(argv) + ' "$@"\n'
+    path = paths.cache_dir() / "codemode" / f"worker-{hashlib.sha256(text.encode()).hexdigest()[:16]}.sh"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, text, mode=0o700)
+    return str(path)
+
+
+async def run(code: str, host: Host, limits: Limits, worker: str | None = None) -> Outcome:
+    """Run `code` (`worker`: the worker's launcher, `confined_worker`'s; None: the binary itself);
+    every failure of the script (not of the gateway) is the Outcome's error."""
     import pydantic_monty as pm
 
     state = _Run(host, limits)
@@ -157,7 +192,7 @@ async def run(code: str, host: Host, limits: Limits) -> Outcome:
     try:
         with anyio.fail_after(limits.wall_s):
             async with (
-                pm.AsyncMonty(min_processes=1, max_processes=1) as pool,
+                pm.AsyncMonty(binary_path=worker, min_processes=1, max_processes=1) as pool,
                 pool.checkout(
                     script_name="script.py", limits=resource, os_policy=pm.OSPolicy(sleep="system")
                 ) as session,

@@ -12,11 +12,13 @@ A coffer__run script's calls (coffer.codemode) take the same tools/call path, on
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+import anyio
 import mcp_types as types
 from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -35,6 +37,7 @@ from coffer.upstreams.upstream import UpstreamUnavailable
 from coffer.vault.catalogue import CatalogueTool
 from coffer.vault.profiles import Profile
 
+log = logging.getLogger("coffer.gateway")
 # the server's `_record`: runs one tools/call, turns failures into results, writes its log row
 Recorder = Callable[[Any, "Call", Callable[[], Awaitable[dict[str, Any]]]], Awaitable[dict[str, Any]]]
 NO_COMPLETION: dict[str, Any] = {"completion": {"values": [], "hasMore": False}}
@@ -92,6 +95,7 @@ class Router:
         self.relay = relay
         self.tasks = tasks
         self.rounds = Rounds(pool.spawn)  # 2026-07-28 hosts: asks become input_required results
+        self._worker: str | None = None  # coffer__run's worker launcher ("": unconfined here)
 
     # ------------------------------------------------------------------ tools/call
 
@@ -236,7 +240,9 @@ class Router:
                 for t in (found.get("structuredContent") or {}).get("tools", [])
             ]
 
-        outcome = await sandbox.run(code, sandbox.Host(inner, search), limits)
+        if self._worker is None:  # found once: the launcher that confines the script's worker process
+            self._worker = await anyio.to_thread.run_sync(_script_worker)
+        outcome = await sandbox.run(code, sandbox.Host(inner, search), limits, self._worker or None)
         result = text_result(outcome.payload(), error=outcome.error is not None)
         cap = bigresults.cap_for(settings, None, params.meta)
         result, kept = await bigresults.shrink(result, BUILTIN, "run", cap, settings, False)
@@ -354,6 +360,23 @@ class Router:
             raise MCPError(code=types.INTERNAL_ERROR, message=scrub(str(exc))) from exc
         except MCPError as exc:
             raise MCPError(code=exc.code, message=scrub(f"{server}: {exc.message}"), data=exc.data) from exc
+
+
+def _script_worker() -> str:
+    """The launcher of coffer__run's worker under bubblewrap (coffer.upstreams.sandbox.helper_command);
+    "" where it runs unconfined, said once on the log."""
+    from coffer.codemode.sandbox import confined_worker
+    from coffer.upstreams.sandbox import helper_command, support
+
+    try:
+        worker = confined_worker(helper_command)
+    except OSError as exc:
+        worker, why = None, f"its launcher could not be written: {exc.strerror}"
+    else:
+        why = support().problem or "pydantic-monty's worker binary was not found"
+    if worker is None:
+        log.warning("code mode: scripts run in pydantic-monty's sandbox, its worker unconfined here: %s", why)
+    return worker or ""
 
 
 def _progress(ctx: Any) -> Callable[[float, float | None, str | None], Awaitable[None]] | None:

@@ -375,6 +375,25 @@ def wrap(argv: list[str], policy: Policy, tmp: str, cwd: str | None) -> list[str
     return [*out, "--", *argv]
 
 
+def helper_command(binary: str) -> list[str] | None:
+    """The command that runs a self-contained helper (code mode's script worker) with nothing but its
+    own binary and the system's libraries: no home, no vault, no network, no other process, no
+    capability. None where bubblewrap cannot run here (the helper then runs unconfined)."""
+    found = support()
+    if not found.available or found.bwrap is None:
+        return None
+    out = [found.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--ro-bind", "/usr", "/usr"]
+    for path in ("/lib", "/lib64", "/lib32", "/bin", "/sbin"):  # merged /usr: links; else the real dirs
+        if os.path.islink(path):
+            out += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            out += ["--ro-bind", path, path]
+    if os.geteuid() == 0:
+        out += ["--cap-drop", "ALL"]
+    real = os.path.realpath(binary)
+    return [*out, "--ro-bind", real, "/helper", "--dev", "/dev", "--proc", "/proc", "--", "/helper"]
+
+
 def proxy_socket(tmp: str) -> str:
     return os.path.join(tmp, "egress.sock")
 

@@ -192,3 +192,41 @@ async def test_a_2025_host_is_asked_during_a_scripts_call(coffer_home: Path) -> 
     async with serve(coffer_home, elicitation_callback=elicit) as s:
         ran = payload(await s.call("coffer__run", {"code": 'call_tool("fx__ask_user")'}))
         assert ran["result"] == "accept: Ada"
+
+
+@pytest.mark.serve_modes
+@pytest.mark.one_mode("in-process")
+async def test_the_scripts_worker_runs_confined(coffer_home: Path) -> None:
+    """The worker that interprets scripts is itself under bubblewrap: its own network, PID and mount
+    namespaces, with nothing of the user's home or the vault in its view."""
+    import os
+
+    from coffer.upstreams.sandbox import support
+    from tests.fixtures.gateway_harness import descendants
+
+    if not support().available:
+        pytest.skip(f"no confinement here: {support().problem}")
+    add_fixture(coffer_home, "fx")
+    settings(coffer_home)
+    async with serve(coffer_home) as s:
+        seen: dict[str, str] = {}
+
+        async def look() -> None:
+            for _ in range(100):
+                for pid in descendants(s.pid):
+                    try:
+                        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                        if cmdline[0] == b"/helper":
+                            seen["net"] = os.readlink(f"/proc/{pid}/ns/net")
+                            seen["mnt"] = os.readlink(f"/proc/{pid}/ns/mnt")
+                            return
+                    except OSError:
+                        continue
+                await anyio.sleep(0.05)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(look)
+            ran = payload(await s.call("coffer__run", {"code": "import time\ntime.sleep(1.5)\n'done'"}))
+        assert ran["result"] == "done"
+        assert seen, "no confined worker (/helper) was seen"
+        assert seen["net"] != os.readlink("/proc/self/ns/net") and seen["mnt"] != os.readlink("/proc/self/ns/mnt")
