@@ -23,6 +23,9 @@ from coffer.vault import catalogue, paths, registry
 from coffer.vault.catalogue import KINDS, Listing, build_tools
 
 SETTLE_S = 0.3  # a registry file younger than this may still be being written
+# an emptied file (rewritten in place, not yet written again) is read only once it stayed empty this
+# long: a writer held up between truncating and writing leaves one that looks old enough to read
+EMPTY_SETTLE_S = 2.0
 
 log = logging.getLogger("coffer.gateway")
 
@@ -49,6 +52,7 @@ class View:
         self.errors: dict[str, str] = {}  # servers that never listed, and why (snapshot, or this start)
         self.version = 0
         self._reg_stamp: tuple[int, int, int] | None = None
+        self._empty_since: tuple[tuple[int, int, int], float] | None = None  # an emptied file: when first seen
         self._pins_stamp = -1
         self._merged: tuple[int, Merged] | None = None
         self._refusals: tuple[int, dict[tuple[str, str | None, str | None], str | None]] = (-1, {})
@@ -75,10 +79,11 @@ class View:
     def current_registry(self) -> registry.Registry:
         """The registry, re-read only when the file changed; a broken file keeps the last good one.
 
-        A file rewritten in place (same inode) in the last SETTLE_S is left for the next look (the vault
-        watcher's, half a second on): an editor that saves by truncating and rewriting would otherwise
-        be read half written, an empty vault served and then kept as the last good one. A file replaced
-        whole (Coffer's own edits, most editors) is read at once."""
+        A file rewritten in place (same inode) in the last SETTLE_S, or found empty, is left for a later
+        look (`_settling`; the vault watcher's come every half second): an editor that saves by
+        truncating and rewriting would otherwise be read half written, an empty vault served and then
+        kept as the last good one. A file replaced whole (Coffer's own edits, most editors) is read at
+        once."""
         path = self.registry_path
         try:
             st = path.stat()
@@ -86,7 +91,13 @@ class View:
         except FileNotFoundError:
             stamp = None
         in_place = stamp is not None and self._reg_stamp is not None and stamp[2] == self._reg_stamp[2]
-        if in_place and stamp != self._reg_stamp and self.registry_loaded and time.time() - st.st_mtime < SETTLE_S:
+        if (
+            stamp is not None
+            and in_place
+            and stamp != self._reg_stamp
+            and self.registry_loaded
+            and self._settling(stamp, st.st_mtime)
+        ):
             return self.registry
         if stamp != self._reg_stamp:
             try:
@@ -106,6 +117,15 @@ class View:
             self.version += 1
             self._sync()
         return self.registry
+
+    def _settling(self, stamp: tuple[int, int, int], mtime: float) -> bool:
+        """Whether a file rewritten in place may still be being written: younger than SETTLE_S, or
+        empty for less than EMPTY_SETTLE_S of this gateway's looks (whatever its age says)."""
+        if stamp[1] == 0:
+            if self._empty_since is None or self._empty_since[0] != stamp:
+                self._empty_since = (stamp, time.monotonic())
+            return time.monotonic() - self._empty_since[1] < EMPTY_SETTLE_S
+        return time.time() - mtime < SETTLE_S
 
     def _sync(self) -> None:
         """Run the enabled servers whose launch config is approved (coffer.trust.pinning); stop the others."""
