@@ -15,7 +15,7 @@ Modules, from the host's transport in:
     routes      curation at call time, resolution of exposed names, routing to the owning upstream;
                 coffer__run scripts, whose calls take that route (coffer.codemode runs the script)
     tasks       task-augmented calls relayed to upstreams, owned by the session that made them
-    view        the registry as served: curation, pins, the merged catalogue (`merge`)
+    view        the registry as served: curation, pins, the merged catalogue (`merge`); the snapshot writer
     merge       every upstream's listing merged under exposed names
     apps        MCP Apps: ui:// resources and their tools' metadata
     relay       what upstreams ask of the host (sampling, elicitation, roots, logs, progress)

@@ -12,7 +12,6 @@ which times it and writes the invocation log.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 import warnings
@@ -29,7 +28,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, T
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
-from coffer.errors import CofferError, ConflictError
+from coffer.errors import CofferError
 from coffer.gateway import bigresults, builtins, paging, rounds, sessions
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, RUN, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.listings import DISCOVERY_BUDGET_S, Listings
@@ -40,7 +39,7 @@ from coffer.gateway.routes import Call, Router, for_era
 from coffer.gateway.sdk import GatewayServer, host_client, host_connection
 from coffer.gateway.sessions import Share
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
-from coffer.gateway.view import View
+from coffer.gateway.view import SnapshotWriter, View
 from coffer.log.calls import CallLog, CallRecord
 from coffer.memory.knowledge import index_resources
 from coffer.telemetry import otlp
@@ -54,7 +53,6 @@ from coffer.vault.registry import Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
 VAULT_POLL_S = 0.5  # how often an idle gateway looks for vault edits (a stat and one SQLite pragma)
-SNAPSHOT_LOCK_S = 0.5  # how long one snapshot write waits for another process's before trying later
 
 INSTRUCTIONS = (
     "Coffer serves the tools of several MCP servers as <server>__<tool>. When you are not sure which "
@@ -106,7 +104,7 @@ class Gateway:
         self.router = Router(self.view, self.pool, self.relay, self.tasks)
         # list requests; the profile is the default: an engine's host session names its own (coffer.gateway.sessions)
         self.listings = Listings(self.view, self.pool, self.relay, discovery_budget, profile)
-        self._unsaved: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # listings the snapshot lacks yet
+        self.snapshots = SnapshotWriter(self.pool.spawn)  # live listings back to the snapshot (coffer.gateway.view)
         self.telemetry: otlp.Telemetry | None = None  # OTLP export when the standard variables ask (running())
         self.server = self._build_server()
 
@@ -129,10 +127,7 @@ class Gateway:
                 finally:  # before the upstreams stop: a task nobody can collect is cancelled where it runs
                     watcher.cancel()
                     await self.tasks.close()
-                    if self._unsaved:  # what listed in the last moments still reaches the next start
-                        with anyio.CancelScope(shield=True), contextlib.suppress(CofferError, OSError):
-                            batch = dict(self._unsaved)
-                            await anyio.to_thread.run_sync(lambda: catalogue.save_servers(batch, timeout=2.0))
+                    await self.snapshots.flush()  # what listed in the last moments reaches the next start
                     if self.telemetry is not None:
                         with anyio.CancelScope(shield=True):
                             await anyio.to_thread.run_sync(self.telemetry.shutdown)
@@ -179,33 +174,10 @@ class Gateway:
             "capabilities": self.view.server_caps.get(up.name, {}),
             "seen": sorted(self.view.seen.get(up.name, ())),
         }
-        self._unsaved[up.name] = (lists, meta)
-        if len(self._unsaved) == 1:  # the first one since the last write starts the writer
-            self.pool.spawn(self._save_snapshot)
+        self.snapshots.put(up.name, lists, meta)
         await self._announce(changed)
         if "resources" in changed or first:  # the index may predate this vault's snapshot
             await self._index_resources(up)
-
-    async def _save_snapshot(self) -> None:
-        """Write what upstreams listed to the snapshot, off every listing's and call's path: listings that
-        arrive meanwhile go in the same write, and a lock held by another coffer process is waited for
-        briefly and then tried again later, never queued behind (five gateways starting at once)."""
-        delay = 0.05
-        while self._unsaved:
-            await anyio.sleep(delay)  # let the servers listing about now share this write
-            batch = dict(self._unsaved)
-            write = functools.partial(catalogue.save_servers, batch, timeout=SNAPSHOT_LOCK_S)
-            try:
-                await anyio.to_thread.run_sync(write)
-            except ConflictError:
-                delay = min(delay * 2 + 0.2, 5.0)
-                continue
-            except (CofferError, OSError) as exc:
-                log.warning("could not write the catalogue snapshot for %s: %s", ", ".join(batch), exc)
-            for name, listed in batch.items():
-                if self._unsaved.get(name) is listed:
-                    del self._unsaved[name]
-            delay = 0.05
 
     async def _restore_session_state(self, up: Upstream, session: ClientSession) -> None:
         """Give a new upstream session the level the hosts set and the subscriptions it owns, before the
@@ -365,10 +337,7 @@ class Gateway:
         if what in seen:
             return False
         seen.add(what)
-        unsaved = self._unsaved.get(server)
-        if unsaved is not None:  # listed a moment ago and not written yet: that write carries the note
-            lists, meta = unsaved
-            self._unsaved[server] = (lists, {**meta, "seen": sorted({*meta.get("seen", ()), what})})
+        self.snapshots.note_seen(server, what)  # listed a moment ago and not written yet: that write carries it
         self.pool.spawn(anyio.to_thread.run_sync, catalogue.note_seen, server, what)
         return True
 

@@ -3,25 +3,30 @@ listing (from the snapshot until it lists live), the merged catalogue, and the c
 
 Everything a request needs to decide what is visible and who owns a name, and nothing that talks to
 an upstream: the server and the router hold a View and ask it. `version` moves whenever the registry,
-a listing or the trust state changes; the merged view and remembered refusals follow it.
+a listing or the trust state changes; the merged view and remembered refusals follow it. Live
+listings go back to the snapshot through a `SnapshotWriter`, off every request's path.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+import anyio
 import mcp_types as types
 
-from coffer.errors import RegistryError
+from coffer.errors import CofferError, ConflictError, RegistryError
 from coffer.gateway.merge import Merged, merge
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, paths, registry
 from coffer.vault.catalogue import KINDS, Listing, build_tools
 
+SNAPSHOT_LOCK_S = 0.5  # how long one snapshot write waits for another process's before trying later
 SETTLE_S = 0.3  # a registry file younger than this may still be being written
 # an emptied file (rewritten in place, not yet written again) is read only once it stayed empty this
 # long: a writer held up between truncating and writing leaves one that looks old enough to read
@@ -237,3 +242,51 @@ class View:
         if server is None:
             server = next((s for s, tpl in m.templates if tpl.match(uri) is not None), None)
         return server
+
+
+class SnapshotWriter:
+    """Live listings written back to the catalogue snapshot, off every listing's and call's path:
+    listings that arrive meanwhile go in the same write, and a lock held by another coffer process is
+    waited for briefly and then tried again later, never queued behind (five gateways starting at once)."""
+
+    def __init__(self, spawn: Callable[..., None]) -> None:
+        self._spawn = spawn  # the gateway's task group (its pool's)
+        self.unsaved: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {}  # listings the snapshot lacks yet
+
+    def put(self, server: str, lists: dict[str, Any], meta: dict[str, Any]) -> None:
+        self.unsaved[server] = (lists, meta)
+        if len(self.unsaved) == 1:  # the first one since the last write starts the writer
+            self._spawn(self._write)
+
+    def note_seen(self, server: str, what: str) -> None:
+        """A note on what `server` was seen doing goes with its listing when that is not written yet."""
+        unsaved = self.unsaved.get(server)
+        if unsaved is not None:
+            lists, meta = unsaved
+            self.unsaved[server] = (lists, {**meta, "seen": sorted({*meta.get("seen", ()), what})})
+
+    async def _write(self) -> None:
+        delay = 0.05
+        while self.unsaved:
+            await anyio.sleep(delay)  # let the servers listing about now share this write
+            batch = dict(self.unsaved)
+            write = functools.partial(catalogue.save_servers, batch, timeout=SNAPSHOT_LOCK_S)
+            try:
+                await anyio.to_thread.run_sync(write)
+            except ConflictError:
+                delay = min(delay * 2 + 0.2, 5.0)
+                continue
+            except (CofferError, OSError) as exc:
+                log.warning("could not write the catalogue snapshot for %s: %s", ", ".join(batch), exc)
+            for name, listed in batch.items():
+                if self.unsaved.get(name) is listed:
+                    del self.unsaved[name]
+            delay = 0.05
+
+    async def flush(self) -> None:
+        """At the gateway's end: what is not written yet, in one last write (shielded, 2 s for the lock)."""
+        if not self.unsaved:
+            return
+        with anyio.CancelScope(shield=True), contextlib.suppress(CofferError, OSError):
+            batch = dict(self.unsaved)
+            await anyio.to_thread.run_sync(lambda: catalogue.save_servers(batch, timeout=2.0))
