@@ -213,10 +213,8 @@ async def run(code: str, host: Host, limits: Limits, worker: str | None = None) 
     except pm.MontyError as exc:  # the worker crashed or was cut off: this run only
         outcome.error = f"the sandbox stopped: {type(exc).__name__}: {exc}"
     outcome.printed = state.printed
-    if state.overflowed:
-        outcome.error = outcome.error or (
-            f"the script printed more than {limits.output_bytes:,} bytes: print less, or return a summary"
-        )
+    if state.overflowed:  # the cause, even when the script then ran out of time or memory printing on
+        outcome.error = f"the script printed more than {limits.output_bytes:,} bytes: print less, or return a summary"
         outcome.notes.append("settings.code_mode_output_kb sets the limit.")
     return outcome
 
