@@ -51,12 +51,12 @@ def allow(
 ) -> None:
     """Let scripts call more of a server's tools than its read-only ones."""
     from coffer.errors import UsageError
-    from coffer.manage.tools import set_code_mode
+    from coffer.manage.tools import set_script_tools
 
     if every == bool(tools):
         raise UsageError("name the tools scripts may call, or give --all (not both)")
     value: str | list[str] = "all" if every else sorted(set(tools or []))
-    changed = set_code_mode(False, server=server, allow=value)
+    changed = set_script_tools(server, value)
     what = "every tool" if every else ", ".join(value)
     _said(as_json, changed, f"scripts may call {what} of '{server}'", server=server, code_mode=value)
 
@@ -64,7 +64,7 @@ def allow(
 @code_app.command("reset")
 def reset(server: ServerArg, as_json: JsonOpt = False) -> None:
     """Scripts may call only the server's read-only tools again."""
-    from coffer.manage.tools import set_code_mode
+    from coffer.manage.tools import set_script_tools
 
-    changed = set_code_mode(False, server=server, allow="read")
+    changed = set_script_tools(server, "read")
     _said(as_json, changed, f"scripts may call only read-only tools of '{server}'", server=server, code_mode="read")

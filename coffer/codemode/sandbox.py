@@ -12,12 +12,9 @@ outer call) cancels the inner call in flight and stops the worker.
 from __future__ import annotations
 
 import hashlib
-import os
 import shlex
-import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -145,14 +142,15 @@ def _bind(
 
 
 def monty_binary() -> str | None:
-    """pydantic-monty's worker binary, found as the package finds it (MONTY_BIN, this environment's
-    scripts directory, PATH)."""
-    import sysconfig
+    """pydantic-monty's worker binary, found by pydantic-monty's own resolver (MONTY_BIN, this
+    environment's scripts directories, PATH), so the binary confined is the one its pool would run;
+    None where it finds none (or moved the resolver: the pool then runs whatever it finds, unconfined)."""
+    try:
+        from pydantic_monty._binary import find_monty_binary
 
-    if os.environ.get("MONTY_BIN"):
-        return os.environ["MONTY_BIN"]
-    here = Path(sysconfig.get_path("scripts")) / "monty"
-    return str(here) if here.is_file() else shutil.which("monty")
+        return find_monty_binary()
+    except (ImportError, FileNotFoundError):
+        return None
 
 
 def confined_worker(confine: Callable[[str], list[str] | None]) -> str | None:

@@ -53,15 +53,16 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
 
     def payload(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"result": _jsonable(self.value), "printed": self.printed, "calls": self.calls}
-        if self.error is not None:  # what it printed last is what explains a failure
-            printed = self.printed
-            if len(printed) > ERROR_PRINTED_CHARS:
-                printed = printed[-ERROR_PRINTED_CHARS:]
-                self.notes.append(f"printed: its last {ERROR_PRINTED_CHARS:,} characters.")
+        notes = list(self.notes)
+        if self.error is None:
+            out: dict[str, Any] = {"result": _jsonable(self.value), "printed": self.printed, "calls": self.calls}
+        else:  # what it printed last is what explains a failure
+            printed = self.printed[-ERROR_PRINTED_CHARS:]
+            if len(printed) < len(self.printed):
+                notes.append(f"printed: its last {ERROR_PRINTED_CHARS:,} characters.")
             out = {"error": self.error, "printed": printed, "calls": self.calls}
-        if self.notes:
-            out["note"] = " ".join(self.notes)
+        if notes:
+            out["note"] = " ".join(notes)
         return out
 
 

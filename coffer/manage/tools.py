@@ -86,22 +86,25 @@ def code_mode_on() -> bool:
     return policy.enabled(registry.load().settings)
 
 
-def set_code_mode(on: bool, server: str | None = None, allow: str | list[str] | None = None) -> bool:
-    """Turn coffer__run on or off (`[settings] code_mode`), or set what scripts may call on one server
-    (`allow`: "read", "all" or tool names); False when it already was so."""
+def set_code_mode(on: bool) -> bool:
+    """Turn coffer__run on or off (`[settings] code_mode`); False when it already was so."""
     with registry.edit() as doc:
-        if server is None:
-            settings: Any = doc.setdefault("settings", {})
-            changed = settings.get("code_mode", False) is not on
-            settings["code_mode"] = on
-            return bool(changed)
+        settings: Any = doc.setdefault("settings", {})
+        changed = settings.get("code_mode", False) is not on
+        settings["code_mode"] = on
+        return bool(changed)
+
+
+def set_script_tools(server: str, allow: str | list[str]) -> bool:
+    """What a coffer__run script may call of `server`: "read" (its read-only tools), "all", or tool names
+    besides the read-only ones; False when it already was so."""
+    with registry.edit() as doc:
         table: Any = doc.get("servers", {}).get(server)
         if table is None:
             raise NotFoundError(f"unknown server '{server}' (see `coffer list`)")
-        value = "read" if allow is None else allow
-        changed = table.get("code_mode", "read") != value
-        if value == "read":
+        changed = table.get("code_mode", "read") != allow
+        if allow == "read":
             table.pop("code_mode", None)
         else:
-            table["code_mode"] = value
+            table["code_mode"] = allow
         return bool(changed)

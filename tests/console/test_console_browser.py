@@ -139,10 +139,10 @@ def test_servers_page_reviews_and_approves(page: Any, console_home: Path, shots:
 
 def test_servers_page_turns_code_mode_on_and_counts_what_scripts_may_call(page: Any, console_home: Path) -> None:
     from coffer.codemode import policy
-    from coffer.manage.tools import set_code_mode
+    from coffer.manage.tools import set_script_tools
 
     # the recorded catalogue carries no readOnlyHint: the user allows two of github's tools by name
-    assert set_code_mode(False, server="github", allow=["create_issue", "get_issue"])
+    assert set_script_tools("github", ["create_issue", "get_issue"])
     github = registry.load().servers["github"]
     tools = catalogue.server_tools(catalogue.load_snapshot(), "github", github.exposed_prefix)
     readable = sum(policy.refusal(github, t.tool, t.raw) is None for t in tools)
