@@ -46,7 +46,7 @@ from coffer.telemetry import otlp
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.trust.redact import scrub
-from coffer.upstreams import outbound, resources
+from coffer.upstreams import denials, outbound, resources
 from coffer.upstreams.upstream import Upstream, UpstreamUnavailable
 from coffer.vault import catalogue
 from coffer.vault.registry import Registry, ServerConfig
@@ -364,6 +364,7 @@ class Gateway:
                 outcome = None
             elif result.get("isError"):
                 outcome, error_class = "error", "tool_error"
+                result = self._with_denial(call.server, result)
             return result
         except HostError as exc:  # the upstream's JSON-RPC error, as it is (URL elicitation required)
             outcome, error_class = exc.outcome, exc.error_class
@@ -388,6 +389,18 @@ class Gateway:
                 if self.telemetry is not None:  # attributes on the SDK's span of this request, and metrics
                     session = format(id(host_connection(ctx.session)), "x")
                     self.telemetry.record(call.server, call.tool, outcome, ms, client[0], session)
+
+    def _with_denial(self, server: str, result: dict[str, Any]) -> dict[str, Any]:
+        """A failed call that its server's sandbox caused says so, with the command that grants it."""
+        up = self.pool.get(server) if server != "?" else None
+        if up is None or up.confinement is None:
+            return result
+        content = result.get("content") or []
+        text = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        hint = denials.hint(up.confinement, server, text)
+        if hint is None:
+            return result
+        return {**result, "content": [*content, {"type": "text", "text": f"coffer: {hint}"}]}
 
     def _write_row(
         self, client: tuple[str | None, str | None], call: Call, ts: float, ms: float, outcome: str, error: str | None

@@ -32,7 +32,7 @@ from coffer import __version__
 from coffer.errors import UpstreamError
 from coffer.telemetry import otlp
 from coffer.trust.expand import resolved_env, resolved_headers
-from coffer.upstreams import egress, oauth, outbound, sandbox
+from coffer.upstreams import denials, egress, oauth, outbound, sandbox
 from coffer.upstreams.direct import Lane
 from coffer.upstreams.discover import list_kinds
 from coffer.upstreams.faults import BACKOFF_CAP_S as BACKOFF_CAP_S  # re-exported for callers and tests
@@ -124,6 +124,8 @@ class Upstream:
         self.listing: Listing | None = None
         self.last_error: str | None = None
         self.policy: sandbox.Policy | None = None  # a stdio server's confinement, once started confined
+        self.confinement: sandbox.Start | None = None  # what its last confined start may read, write, reach
+        self.roots: tuple[str, ...] = ()  # the declared roots its sandbox grants (a server that works on roots)
         self.denied_hosts: list[str] = []  # hosts its filtering proxy refused (coffer.upstreams.egress)
         self.error_class: str | None = None
         self.server_info: dict[str, Any] | None = None
@@ -284,7 +286,11 @@ class Upstream:
         if getattr(self._auth, "failure", None) is not None:
             cause = self._auth.failure  # the OAuth flow's own reason beats the 401 that started it
         self.last_error, self.error_class, permanent = describe(cause, self.cfg, self.stats)
-        hint = sandbox.hint(self.policy, self.last_error, self.denied_hosts) if self.policy is not None else None
+        hint = (
+            denials.hint(self.confinement, self.cfg.name, self.last_error, self.denied_hosts)
+            if self.policy is not None
+            else None
+        )
         if hint is not None:
             self.last_error = f"{self.last_error} ({hint})"
         self.state = State.FAILED if permanent else State.DOWN
@@ -311,24 +317,27 @@ class Upstream:
         pids = _Mirror(self.pool.pids, self.pids)
         spill = self.pool.spill_results
         self.policy = policy = await anyio.to_thread.run_sync(sandbox.in_force, cfg)
-        tmp = sandbox.private_tmp(cfg.name) if policy is not None else None
-        confine = None
-        if policy is not None and tmp is not None:
-            env["TMPDIR"] = tmp
-            confine = functools.partial(sandbox.wrap, policy=policy, tmp=tmp, cwd=cfg.cwd)
+        start = None
+        if policy is not None:
+            start = await anyio.to_thread.run_sync(sandbox.prepare, cfg, policy, argv[0], env, self.roots)
+            env = start.env
+        self.confinement = start
         try:
             async with AsyncExitStack() as stack:
-                if policy is not None and tmp is not None and isinstance(policy.network, tuple):
+                if start is not None and start.mechanism == "bubblewrap" and isinstance(start.policy.network, tuple):
                     env.update(sandbox.proxy_env())
-                    proxy = egress.filtering_proxy(sandbox.proxy_socket(tmp), policy.network, self.denied_hosts.append)
+                    hosts = start.policy.network
+                    proxy = egress.filtering_proxy(sandbox.proxy_socket(start.tmp), hosts, self.denied_hosts.append)
                     await stack.enter_async_context(proxy)
-                pipe = stdio_pipe(argv, env, cfg.cwd, self.stats, exited.set, pids, spill, lane, confine)
+                cwd = start.cwd if start is not None else cfg.cwd
+                confine = start.confine if start is not None else None
+                pipe = stdio_pipe(argv, env, cwd, self.stats, exited.set, pids, spill, lane, confine)
                 streams = await stack.enter_async_context(pipe)
                 self.lane = lane
                 yield streams
         finally:
-            if tmp is not None:
-                shutil.rmtree(tmp, ignore_errors=True)
+            if start is not None:
+                sandbox.cleanup(start)
 
     def _program(self, env: dict[str, str]) -> str:
         """Resolve the command like a shell would, against the server's own PATH and cwd."""

@@ -16,7 +16,7 @@ ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TIMEOUT_S = 60.0
 SHARE_MODES = ("auto", "shared", "session")  # coffer.gateway.sessions
 SANDBOX_MODES = ("auto", "off")  # or a table: coffer.upstreams.sandbox
-SANDBOX_KEYS = ("network", "read", "write")
+SANDBOX_KEYS = ("network", "read", "write", "ports")
 HOST_RE = re.compile(
     r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$"
 )
@@ -241,13 +241,24 @@ def sandbox_option(
     table: dict[str, Any] = {}
     if mode == "none":
         table["network"] = "none"
-    if hosts:
+    local = [h for h in hosts or () if _loopback_port(h) is not None]
+    if local and len(local) == len(hosts or ()):  # only the host's own services: direct, by port
+        table["ports"] = sorted({_loopback_port(h) for h in local})
+    elif hosts:
         table["network"] = list(hosts)
     if read:
         table["read"] = [str(Path(p).expanduser().resolve()) for p in read]
     if write:
         table["write"] = [str(Path(p).expanduser().resolve()) for p in write]
     return sandbox_from(table, "--allow-host") if table else "auto"
+
+
+def _loopback_port(host: str) -> int | None:
+    """The port of `localhost:5432` (or 127.0.0.1, [::1]), a service on this machine; None for another host."""
+    name, _, port = host.rpartition(":")
+    if name.lower() in ("localhost", "127.0.0.1", "[::1]") and port.isdigit() and 0 < int(port) < 65536:
+        return int(port)
+    return None
 
 
 def sandbox_from(value: Any, where: str) -> str | dict[str, Any]:
@@ -260,7 +271,7 @@ def sandbox_from(value: Any, where: str) -> str | dict[str, Any]:
         raise RegistryError(f'{where} must be "auto", "off" or a table')
     unknown = sorted(set(value) - set(SANDBOX_KEYS))
     if unknown:
-        raise RegistryError(f"{where} has unknown keys: {', '.join(unknown)} (expected network, read, write)")
+        raise RegistryError(f"{where} has unknown keys: {', '.join(unknown)} (expected network, read, write, ports)")
     out: dict[str, Any] = {}
     network = value.get("network", "all")
     if isinstance(network, str):
@@ -272,6 +283,11 @@ def sandbox_from(value: Any, where: str) -> str | dict[str, Any]:
         raise RegistryError(f'{where}.network must be "all", "none" or a list of host names')
     if network != "all":
         out["network"] = network
+    ports = value.get("ports", [])
+    if not isinstance(ports, list) or not all(isinstance(p, int) and 0 < p < 65536 for p in ports):
+        raise RegistryError(f"{where}.ports must be a list of TCP port numbers")
+    if ports:
+        out["ports"] = sorted(set(ports))
     for key in ("read", "write"):
         paths = value.get(key, [])
         if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
