@@ -27,6 +27,29 @@ def _pairs(values: list[str] | None, what: str) -> dict[str, str]:
     return out
 
 
+SandboxOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--sandbox",
+        help="auto: confined (the default policy); none: confined with no network at all; off: NOT confined.",
+    ),
+]
+AllowReadOpt = Annotated[
+    list[str] | None, typer.Option("--allow-read", metavar="PATH", help="Confined: also readable (repeat).")
+]
+AllowWriteOpt = Annotated[
+    list[str] | None, typer.Option("--allow-write", metavar="PATH", help="Confined: also writable (repeat).")
+]
+AllowHostOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-host",
+        metavar="HOST",
+        help="Confined: reach only these hosts (repeat); localhost:PORT opens that local service.",
+    ),
+]
+
+
 @app.command()
 def add(
     name: Annotated[
@@ -63,20 +86,10 @@ def add(
         str,
         typer.Option("--share", help="Under the engine: auto, shared (one process) or session (one per session)."),
     ] = "auto",
-    sandbox: Annotated[
-        str | None,
-        typer.Option("--sandbox", help="auto (confined, the default), none (confined, no network) or off."),
-    ] = None,
-    allow_read: Annotated[
-        list[str] | None, typer.Option("--allow-read", metavar="PATH", help="Confined: also readable (repeat).")
-    ] = None,
-    allow_write: Annotated[
-        list[str] | None, typer.Option("--allow-write", metavar="PATH", help="Confined: also writable (repeat).")
-    ] = None,
-    allow_host: Annotated[
-        list[str] | None,
-        typer.Option("--allow-host", metavar="HOST", help="Confined: reach only these hosts (repeat)."),
-    ] = None,
+    sandbox: SandboxOpt = None,
+    allow_read: AllowReadOpt = None,
+    allow_write: AllowWriteOpt = None,
+    allow_host: AllowHostOpt = None,
     from_registry: Annotated[
         str | None, typer.Option("--registry", metavar="URL", help="From a registry: this one, not [registries].")
     ] = None,
@@ -112,6 +125,8 @@ def add(
     if share not in registry.SHARE_MODES:
         raise UsageError(f"invalid --share '{share}': expected one of {', '.join(registry.SHARE_MODES)}")
     confined = registry.sandbox_option(sandbox, allow_read, allow_write, allow_host)
+    for warning in servers.grant_warnings(allow_read, allow_write):
+        render.warn(warning)
     if url and confined != "auto":
         raise UsageError("--sandbox and --allow-* apply to servers Coffer launches (a command), not --url")
     cfg = registry.ServerConfig(
@@ -208,16 +223,24 @@ def edit(
     unset_env: Annotated[list[str] | None, typer.Option("--unset-env", metavar="KEY", help="Remove KEY.")] = None,
     url: Annotated[str | None, typer.Option("--url", help="A new URL (a streamable HTTP server).")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds to start and per call.")] = None,
+    sandbox: SandboxOpt = None,
+    allow_read: AllowReadOpt = None,
+    allow_write: AllowWriteOpt = None,
+    allow_host: AllowHostOpt = None,
     no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Change a server's launch line, URL, env or timeout, keeping the rest of its entry (its disabled
-    tools, prefix, sharing, sandbox), and approve the change and the tools it lists, as `add` does."""
+    """Change a server's launch line, URL, env, timeout or confinement (grants add to what it has), keeping
+    the rest of its entry, and approve the change and the tools it lists, as `add` does."""
     from coffer.manage import servers
 
     if timeout is not None and timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    change = servers.Edit(list(command or []), url, _pairs(env, "--env"), list(unset_env or []), timeout)
+    grants = (sandbox, list(allow_read or []), list(allow_write or []), list(allow_host or []))
+    confine = grants if sandbox is not None or any(grants[1:]) else None
+    for warning in servers.grant_warnings(allow_read, allow_write):
+        render.warn(warning)
+    change = servers.Edit(list(command or []), url, _pairs(env, "--env"), list(unset_env or []), timeout, confine)
     approved = servers.edit_server(name, change, probe=not no_probe)
     cfg = registry.load().get(name)
     if as_json:

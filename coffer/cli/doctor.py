@@ -77,10 +77,7 @@ def _show(report: object) -> None:
         shared = ", ".join(f"{n} ({', '.join(owners)})" for n, owners in report.shared_names.items())
         render.say(f"tool names served by several servers (exposed apart, but easy to confuse): {shared}")
     c = report.confinement
-    offered = f"bubblewrap ({c['bwrap']})" if c.get("available") else f"none: {c.get('problem')}"
-    userns = "yes" if c.get("user_namespaces") else "no"
-    landlock = f"ABI {c['landlock_abi']}" if c.get("landlock_abi") else "no"
-    render.say(f"confinement: {offered}; user namespaces {userns}; Landlock {landlock}")
+    render.say(f"confinement: {c['describe']}")
     total = report.total_tokens
     costly = ", ".join(f"{s.name} {s.tokens:,} ({100 * s.tokens // max(total, 1)}%)" for s in report.costliest())
     render.say(

@@ -100,16 +100,12 @@ def _state_text(row: dict[str, Any]) -> str:
 
 
 def _confinement(cfg: registry.ServerConfig) -> dict[str, Any] | None:
-    """The confinement in force for a stdio server, and whether this machine can apply it."""
+    """What a stdio server may read, write and reach, and by which mechanism (coffer.upstreams.explain)."""
     if cfg.url:
         return None
-    from coffer.upstreams import sandbox
+    from coffer.upstreams import explain
 
-    policy = sandbox.policy_for(cfg)
-    found = sandbox.support()
-    confined = not policy.off and found.available
-    note = "" if confined or policy.off else f"; UNCONFINED here: {found.problem}"
-    return {"confined": confined, "policy": policy.describe(), "why": policy.why, "note": note}
+    return explain.access(cfg)
 
 
 @app.command()
@@ -121,6 +117,7 @@ def show(
     from coffer.codemode import policy
     from coffer.gateway import sessions
     from coffer.manage import servers
+    from coffer.upstreams import explain
 
     reg = registry.load()
     cfg = reg.get(name)
@@ -171,7 +168,7 @@ def show(
     confinement = data["confinement"]
     render.kv(
         [("state", _state_text(data)), ("share", f"{how.mode} ({how.reason})" + (_OWN if how.per_session else ""))]
-        + ([("sandbox", f"{confinement['policy']} ({confinement['why']}){confinement['note']}")] if confinement else [])
+        + (explain.lines(cfg) if confinement else [])
         + [(k, v) for k, v in data.items() if k not in hidden]
         + [("code mode", code_mode), ("launch", cfg.launch_line())],
         title=name,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -96,6 +97,7 @@ class Gateway:
             spill_results=True,
         )
         self.relay.on_roots_outside_call = self._roots_outside_call
+        self.relay.on_roots = self._roots_declared
         self.relay.on_ask_in_call = self._ask_in_call
         self.view = View(builtins.tool_definitions(), on_sync=self.pool.sync)
         self.tasks = TaskRelay(self.pool.get, self.pool.spawn, self._log_task)  # tasks (coffer.gateway.tasks)
@@ -319,6 +321,24 @@ class Gateway:
     def share_of(self, cfg: ServerConfig) -> Share:
         """How the engine runs `cfg` (coffer.gateway.sessions), from its entry and what it was seen doing."""
         return sessions.decide(cfg, self.view.seen.get(cfg.name, ()))
+
+    def _roots_declared(self, server: str, uris: list[str]) -> None:
+        """A confined server that works on roots (server-filesystem) gets the roots its host declared:
+        granted read-write, by a restart when its sandbox did not hold them (the session's own process
+        under the engine, where such a server runs per session)."""
+        from urllib.parse import unquote, urlsplit
+
+        from coffer.upstreams.policy import works_on_roots
+
+        up = self.pool.get(server)
+        if up is None or up.confinement is None or not works_on_roots(up.cfg):
+            return
+        found = [unquote(urlsplit(u).path) for u in uris if u.startswith("file://")]
+        roots = tuple(p for p in found if os.path.isdir(p))
+        if roots and not all(up.confinement.writable(p) for p in roots) and set(roots) - set(up.roots):
+            log.info("server '%s': its host declared roots outside its sandbox; restarting with them", server)
+            up.roots = tuple(dict.fromkeys((*up.roots, *roots)))
+            up.restart_soon()
 
     def _roots_outside_call(self, server: str) -> None:
         """A server asked for roots with no call in flight: remembered, and under the engine it runs once

@@ -83,6 +83,8 @@ def confinement() -> dict[str, Any]:
     found = sandbox.support()
     return {
         "available": found.available,
+        "mechanism": found.mechanism,
+        "describe": found.describe(),
         "bwrap": found.bwrap,
         "user_namespaces": found.user_namespaces,
         "landlock_abi": found.landlock_abi,
@@ -126,8 +128,8 @@ def _sandbox(cfg: ServerConfig) -> tuple[str, str]:
         return "off", 'runs unconfined (sandbox = "off")'
     found = sandbox.support()
     if not found.available:
-        return "UNCONFINED", f"runs UNCONFINED: {found.problem}"
-    return "confined", f"confined: {policy.describe()}"
+        return "UNCONFINED", f"runs UNCONFINED: {found.unconfined_why}"
+    return "confined", f"{found.describe().split(' (')[0]}: {policy.describe()}"
 
 
 def diagnose(limit: int | None = None, on_done: Progress | None = None, only: list[str] | None = None) -> Diagnosis:

@@ -47,8 +47,8 @@ def add_servers(configs: list[registry.ServerConfig]) -> None:
 
 def remove_server(name: str, path: Path | None = None) -> list[str]:
     """Remove a server and what Coffer keeps about it: launch approval and tool pins, catalogue entry
-    and indexed resources, and the secrets `coffer add NAME` stored for it from a registry (`NAME.*`,
-    unless another server refers to them). Returns the secrets removed.
+    and indexed resources, its sandbox home, and the secrets `coffer add NAME` stored for it from a
+    registry (`NAME.*`, unless another server refers to them). Returns the secrets removed.
 
     The approval goes before the entry is written away: a failure in between leaves the server
     registered but unapproved (not started until `coffer approve`), never an approval to reuse.
@@ -63,6 +63,9 @@ def remove_server(name: str, path: Path | None = None) -> list[str]:
         del servers[name]
     catalogue.drop_server(name)
     memory.index_resources(name, [])
+    from coffer.upstreams import sandbox
+
+    sandbox.forget(name)  # its own home (its package cache and state) goes with it
     return _drop_installed_secrets(before, name)
 
 
@@ -96,9 +99,11 @@ class Edit:
     env: dict[str, str] = field(default_factory=dict)  # set
     unset_env: list[str] = field(default_factory=list)  # removed
     timeout: float | None = None
+    sandbox: tuple[str | None, list[str], list[str], list[str]] | None = None  # mode, read, write, hosts
 
     def empty(self) -> bool:
-        return not (self.command or self.url or self.env or self.unset_env or self.timeout is not None)
+        changes = (self.command, self.url, self.env, self.unset_env, self.sandbox)
+        return not any(changes) and self.timeout is None
 
 
 def edit_server(name: str, change: Edit, probe: bool = True, path: Path | None = None) -> list[str]:
@@ -109,7 +114,10 @@ def edit_server(name: str, change: Edit, probe: bool = True, path: Path | None =
     from coffer.manage.review import approve
 
     if change.empty():
-        raise UsageError("nothing to change: give a command after --, --url, --env, --unset-env or --timeout")
+        raise UsageError(
+            "nothing to change: give a command after --, --url, --env, --unset-env, --timeout,"
+            " --sandbox or --allow-read/--allow-write/--allow-host"
+        )
     if change.command and change.url:
         raise UsageError("give either a command (after --) or --url, not both")
     with registry.edit(path) as doc:
@@ -137,6 +145,14 @@ def edit_server(name: str, change: Edit, probe: bool = True, path: Path | None =
                 entry.pop("env", None)
         if change.timeout is not None:
             entry["timeout"] = change.timeout
+        if change.sandbox is not None:
+            if "url" in entry:
+                raise UsageError("--sandbox and --allow-* apply to servers Coffer launches (a command), not --url")
+            value = registry.merge_sandbox(entry.get("sandbox", "auto"), *change.sandbox)
+            if value == "auto":
+                entry.pop("sandbox", None)
+            else:
+                entry["sandbox"] = value if value == "off" else registry.inline(value)
     return approve(name, probe=probe)
 
 
@@ -348,3 +364,20 @@ def apply_import(plan: ImportPlan) -> ImportPlan:
         break
     plan.applied = True
     return plan
+
+
+def grant_warnings(read: list[str] | None, write: list[str] | None) -> list[str]:
+    """What a user should hear about a grant: a path that does not exist, or one that opens a secret place."""
+    from pathlib import Path
+
+    from coffer.upstreams.policy import exposes_secret
+
+    out: list[str] = []
+    for path in [*(read or []), *(write or [])]:
+        full = Path(path).expanduser()
+        if not full.exists():
+            out.append(f"warning: {path} does not exist (yet): the grant applies once it does")
+        secret = exposes_secret(str(full))
+        if secret is not None:
+            out.append(f"warning: granting {path} lets the server read {secret}, where credentials live")
+    return out

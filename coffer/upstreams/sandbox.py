@@ -42,7 +42,7 @@ from coffer.upstreams.policy import SECRETS, WEB_PORTS, Policy, policy_for, secr
 from coffer.vault import paths
 from coffer.vault.registry import ServerConfig
 
-__all__ = ["Policy", "policy_for", "SECRETS"]
+__all__ = ["SECRETS", "Policy", "policy_for"]
 log = logging.getLogger("coffer.sandbox")
 BWRAP_ENV = "COFFER_BWRAP"  # the bubblewrap to use, where `bwrap` on PATH is not the one ("none": never)
 NETGATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netgate.py")
@@ -91,7 +91,11 @@ class Support:
             )
             return "confined by bubblewrap" + extra
         if self.mechanism == "landlock":
-            cannot = ["it cannot tell hosts apart, only ports", "/proc/PID/cmdline of other processes stays readable"]
+            cannot = [
+                "it cannot tell hosts apart, only ports (and not UDP)",
+                "unix sockets by path stay reachable where the files are readable",
+                "its children see no /proc/self",
+            ]
             if abi < 4:
                 cannot.append("no network rules before ABI 4: the network stays open")
             if abi < 6:
@@ -212,9 +216,10 @@ class Start:
     def visible(self, path: str) -> bool:
         """Whether the server can see `path` (a path on the host, as its error names it)."""
         real = os.path.realpath(path)
-        if any(runtimes.within(real, s) for s in self.secrets):
-            return False
-        if any(runtimes.within(real, os.path.realpath(p)) for p in (*self.read, *self.write)):
+        allowed = [os.path.realpath(p) for p in (*self.read, *self.write)]
+        for secret in (s for s in self.secrets if runtimes.within(real, s)):  # hidden, but for a grant inside it
+            return any(runtimes.within(real, p) and runtimes.within(p, secret) for p in allowed)
+        if any(runtimes.within(real, p) for p in allowed):
             return True
         user = runtimes.home()
         if self.mechanism == "bubblewrap" and runtimes.within(real, user):  # its own home, mounted where the user's is

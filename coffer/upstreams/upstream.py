@@ -12,7 +12,6 @@ unset secret, HTTP 401/403).
 from __future__ import annotations
 
 import errno
-import functools
 import math
 import os
 import shutil
@@ -126,6 +125,7 @@ class Upstream:
         self.policy: sandbox.Policy | None = None  # a stdio server's confinement, once started confined
         self.confinement: sandbox.Start | None = None  # what its last confined start may read, write, reach
         self.roots: tuple[str, ...] = ()  # the declared roots its sandbox grants (a server that works on roots)
+        self._restart_now = False  # ended on purpose to start with a new confinement: no backoff
         self.denied_hosts: list[str] = []  # hosts its filtering proxy refused (coffer.upstreams.egress)
         self.error_class: str | None = None
         self.server_info: dict[str, Any] | None = None
@@ -210,6 +210,12 @@ class Upstream:
             self._scope.cancel()
         await self._done.wait()
 
+    def restart_soon(self) -> None:
+        """Start afresh with a new confinement (a host declared roots): the session ends now, and the
+        next request starts it again at once, not after a failure's backoff."""
+        self._restart_now = True
+        self._restartable()
+
     def _restartable(self) -> None:
         """Drop a broken session now; the next call restarts it (subject to backoff)."""
         if self._scope is not None:
@@ -273,8 +279,9 @@ class Upstream:
             self._done.set()
 
     def _settle(self, error: BaseException | None, ready_at: float | None) -> None:
-        if self._stopping or error is None:
-            self.state = State.IDLE
+        if self._stopping or error is None or self._restart_now:
+            self._restart_now = False
+            self.state = State.IDLE  # the next request starts it again at once
             return
         now = anyio.current_time()
         if ready_at is not None and now - ready_at >= HEALTHY_RESET_S:

@@ -32,6 +32,8 @@ from coffer.vault.servers import DEFAULT_TIMEOUT_S as DEFAULT_TIMEOUT_S
 from coffer.vault.servers import SERVER_KEYS, server_from, server_table, validate_maps
 from coffer.vault.servers import SHARE_MODES as SHARE_MODES
 from coffer.vault.servers import ServerConfig as ServerConfig
+from coffer.vault.servers import inline as inline
+from coffer.vault.servers import merge_sandbox as merge_sandbox
 from coffer.vault.servers import sandbox_option as sandbox_option
 
 if TYPE_CHECKING:  # tomlkit is imported where the registry is written: reading needs only tomllib

@@ -253,6 +253,32 @@ def sandbox_option(
     return sandbox_from(table, "--allow-host") if table else "auto"
 
 
+def merge_sandbox(
+    current: Any, mode: str | None, read: list[str] | None, write: list[str] | None, hosts: list[str] | None
+) -> str | dict[str, Any]:
+    """`coffer edit --sandbox --allow-*` over a server's current `sandbox` value: a mode replaces it
+    (`auto` starts afresh, `none` cuts the network and keeps the grants), grants add to what it has."""
+    if mode is None and current == "off" and (read or write or hosts):
+        raise UsageError('it runs unconfined (sandbox = "off"): give --sandbox auto with the grants to confine it')
+    added = sandbox_option(None if mode == "none" else mode, read, write, hosts if mode != "none" else None)
+    if mode == "none" and hosts:
+        raise UsageError("--sandbox none cuts the network off: it cannot be combined with --allow-host")
+    if added == "off" or mode == "auto":
+        return added
+    base: dict[str, Any] = dict(current) if isinstance(current, dict) else {}
+    new: dict[str, Any] = added if isinstance(added, dict) else {}
+    for key in ("read", "write", "ports"):
+        merged = list(dict.fromkeys([*base.get(key, []), *new.get(key, [])]))
+        if merged:
+            base[key] = merged
+    if mode == "none":
+        base["network"] = "none"
+    elif "network" in new:
+        old = base.get("network")
+        base["network"] = list(dict.fromkeys([*(old if isinstance(old, list) else []), *new["network"]]))
+    return sandbox_from(base, "--allow-host") if base else "auto"
+
+
 def _loopback_port(host: str) -> int | None:
     """The port of `localhost:5432` (or 127.0.0.1, [::1]), a service on this machine; None for another host."""
     name, _, port = host.rpartition(":")
@@ -297,7 +323,7 @@ def sandbox_from(value: Any, where: str) -> str | dict[str, Any]:
     return out
 
 
-def inline(values: Mapping[str, str]) -> Any:
+def inline(values: Mapping[str, Any]) -> Any:
     import tomlkit
 
     table = tomlkit.inline_table()

@@ -83,7 +83,7 @@ def test_auto_fits_known_servers(tmp_path: Path) -> None:
     kube = sandbox.policy_for(cfg("mcp-server-kubernetes"))
     assert kube.read == (os.path.expanduser("~/.kube"),)
     other = sandbox.policy_for(cfg("npx", "-y", "@upstash/context7-mcp"))
-    assert other == sandbox.Policy() and not other.off
+    assert other == sandbox.Policy() and not other.off and other.network == "all"
     assert sandbox.policy_for(cfg("x", sandbox="off")).off
 
 
@@ -112,6 +112,7 @@ def test_what_the_launch_line_names_is_granted_and_nothing_more(
         )
     )
     assert set(policy.named) == {str(tmp_path), str(data), str(new_db.parent)} and not policy.write
+    assert set(policy.code) == {str(tmp_path)}, "the code it runs is readable (its folder), never writable"
 
 
 def test_the_proxy_allows_named_hosts_on_their_ports_only() -> None:
@@ -132,17 +133,146 @@ def test_the_proxy_allows_named_hosts_on_their_ports_only() -> None:
     assert egress.target(b"GET /relative HTTP/1.1\r\n\r\n") is None
 
 
-@pytest.mark.skipif(not sandbox.support().available, reason="no bubblewrap here")
-def test_the_bwrap_line_hides_before_it_grants_inside(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A grant that holds a hidden path is bound before the hiding; one inside a hidden path after it."""
+def _start(tmp_path: Path, policy: sandbox.Policy, mechanism: str, monkeypatch: pytest.MonkeyPatch) -> sandbox.Start:
+    found = sandbox.Support("/usr/bin/bwrap" if mechanism == "bubblewrap" else None, 7, True)
+    monkeypatch.setattr(sandbox, "support", lambda: found)
+    return sandbox.prepare(cfg(sys.executable, "-c", "pass"), policy, sys.executable, {"PATH": "/usr/bin"})
+
+
+@pytest.mark.parametrize("mechanism", ["bubblewrap", "landlock"])
+def test_a_grant_that_holds_a_secret_place_still_hides_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """A grant of ~ hides ~/.aws and an agent's config; a grant inside a secret place (~/.aws/config) holds."""
     home = tmp_path / "home"
     (home / ".aws").mkdir(parents=True)
     (home / ".aws" / "config").write_text("[default]\n")
+    (home / ".aws" / "credentials").write_text("key\n")
+    (home / ".claude.json").write_text("{}")
+    (home / "notes.txt").write_text("mine")
     monkeypatch.setenv("HOME", str(home))
-    policy = sandbox.Policy(read=(str(home / ".aws" / "config"),), write=(str(home),))
-    line = sandbox.wrap(["/bin/true"], policy, str(tmp_path / "tmp"), None)
+    start = _start(
+        tmp_path, sandbox.Policy(read=(str(home / ".aws" / "config"),), write=(str(home),)), mechanism, monkeypatch
+    )
+    assert start.visible(str(home / "notes.txt")) and start.writable(str(home / "notes.txt"))
+    assert not start.visible(str(home / ".aws" / "credentials")) and not start.visible(str(home / ".claude.json"))
+    assert start.visible(str(home / ".aws" / "config"))
+    if mechanism == "landlock":  # Landlock cannot deny inside an allowed folder: the grant is carved around it
+        allowed = start.read + start.write
+        assert str(home) not in allowed and str(home / "notes.txt") in allowed
+        assert str(home / ".aws" / "config") in allowed and str(home / ".aws" / "credentials") not in allowed
+        assert start.env["HOME"] == start.home and start.home != str(home)
+        return
+    line = start.confine(["/bin/true"])
     at = {(a, b): i for i, (a, b) in enumerate(itertools.pairwise(line))}
-    hide, grant_home = at[("--tmpfs", str(home / ".aws"))], at[("--bind", str(home))]
-    grant_inside = at[("--ro-bind", str(home / ".aws" / "config"))]
-    assert grant_home < hide < grant_inside < at[("--remount-ro", str(home / ".aws"))]
-    assert line[-2:] == ["--", "/bin/true"]
+    home_bind, grant = at[("--bind", str(home))], at[("--ro-bind", str(home / ".aws" / "config"))]
+    hide = at[("--tmpfs", str(home / ".aws"))]
+    assert at[("--bind", start.home)] < home_bind < hide < grant < at[("--remount-ro", str(home / ".aws"))]
+    assert ("--ro-bind", "/dev/null") in at and line[-2:] == ["--", "/bin/true"]
+    assert ("--ro-bind", "/") not in at, "reads are an allow-list, not the whole filesystem"
+
+
+@pytest.mark.parametrize("mechanism", ["bubblewrap", "landlock"])
+def test_the_default_network_is_web_ports_and_grants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    assert _start(tmp_path, sandbox.Policy(), mechanism, monkeypatch).ports == [53, 80, 443]
+    assert _start(tmp_path, sandbox.Policy(ports=(5432,)), mechanism, monkeypatch).ports == [53, 80, 443, 5432]
+    hosts = _start(tmp_path, sandbox.Policy(network=("api.github.com", "db.local:5432")), mechanism, monkeypatch)
+    none = _start(tmp_path, sandbox.Policy(network="none"), mechanism, monkeypatch)
+    if mechanism == "bubblewrap":  # its own network namespace decides
+        assert hosts.ports is None and none.ports is None
+    else:
+        assert hosts.ports == [53, 80, 443, 5432] and none.ports == []
+
+
+def test_local_urls_on_the_launch_line_open_their_ports() -> None:
+    policy = sandbox.policy_for(cfg("node", "--db", "postgres://localhost:5432/x", "--api=https://api.example.com"))
+    assert policy.ports == (5432,)
+
+
+def test_allow_host_for_a_local_service_is_a_port_and_edit_adds_to_grants(tmp_path: Path) -> None:
+    assert registry.sandbox_option(None, None, None, ["localhost:5432"]) == {"ports": [5432]}
+    assert registry.sandbox_option(None, None, None, ["api.github.com", "localhost:8080"]) == {
+        "network": ["api.github.com", "localhost:8080"]
+    }
+    base = {"network": ["api.github.com"], "read": ["/srv/a"]}
+    merged = registry.merge_sandbox(base, None, [str(tmp_path)], None, ["uploads.github.com"])
+    assert merged == {"network": ["api.github.com", "uploads.github.com"], "read": ["/srv/a", str(tmp_path)]}
+    assert registry.merge_sandbox(base, "none", None, None, None) == {"network": "none", "read": ["/srv/a"]}
+    assert registry.merge_sandbox(base, "auto", None, None, None) == "auto"
+    assert registry.merge_sandbox(base, "off", None, None, None) == "off"
+    with pytest.raises(UsageError, match="unconfined"):
+        registry.merge_sandbox("off", None, [str(tmp_path)], None, None)
+
+
+def test_a_host_list_for_a_runner_gets_its_registry_hosts() -> None:
+    policy = sandbox.policy_for(cfg("uvx", "mcp-server-fetch", sandbox={"network": ["pypi.org"]}))
+    assert policy.network == ("pypi.org", "files.pythonhosted.org")
+    npx = sandbox.policy_for(cfg("npx", "-y", "x", sandbox={"network": ["api.example.com"]}))
+    assert npx.network == ("api.example.com", "registry.npmjs.org")
+
+
+def test_the_runtime_is_found_from_the_launch_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A runtime under HOME (a version manager, a bin/ prefix, a script's node_modules) is readable; HOME is not."""
+    from coffer.upstreams import runtimes
+
+    home = tmp_path / "home"
+    node = home / ".nvm" / "versions" / "node" / "v22" / "bin" / "node"
+    tool = home / "apps" / "tool" / "bin" / "tool"
+    script = home / "proj" / "node_modules" / "pkg" / "dist" / "index.js"
+    for f in (node, tool, script):
+        f.parent.mkdir(parents=True)
+        f.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("HOME", str(home))
+    assert runtimes.runtime_root(str(node)) == str(home / ".nvm")
+    assert runtimes.runtime_root(str(tool)) == str(home / "apps" / "tool")
+    assert runtimes.project_of(str(script)) == str(home / "proj")
+    assert runtimes.runtime_root("/usr/bin/env") is None
+    assert str(home) not in runtimes.program_dirs(str(tool), f"{home / 'bin'}:{home}")
+    assert any(
+        d == os.path.realpath(sys.prefix) or os.path.realpath(sys.prefix).startswith(d)
+        for d in runtimes.python_dirs(os.path.realpath(sys.executable))
+    )
+
+
+def test_a_denial_names_what_was_denied_and_the_grant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coffer.upstreams import denials
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    start = _start(tmp_path, sandbox.Policy(), "landlock", monkeypatch)
+    said = denials.hint(start, "fs", f"Error: EACCES: permission denied, open '{outside / 'a.txt'}'")
+    assert said is not None and f"coffer edit fs --allow-write {outside / 'a.txt'}" in said
+    said = denials.hint(start, "fs", f"ENOENT: no such file or directory, scandir '{outside}'")
+    assert said is not None and f"--allow-read {outside}" in said
+    said = denials.hint(start, "db", "connect EACCES 127.0.0.1:5432")
+    assert said is not None and "coffer edit db --allow-host localhost:5432" in said
+    assert denials.hint(start, "fs", "ENOENT: no such file or directory, open '/nonexistent/dir/x'") is None
+    assert denials.hint(start, "fs", "TypeError: x is not a function") is None
+
+
+def test_registry_data_only_narrows_a_policy() -> None:
+    """A publisher's `_meta` that asks for files, ports or the host network gets only its host list, which
+    is narrower than the default: registry data never widens what a server may do."""
+    from coffer.discovery import entries, launch
+
+    permissions = {
+        "network": {"outbound": {"allow_host": ["api.example.com"], "allow_port": [22, 5432], "insecure": True}},
+        "read": ["~/.ssh", "/"],
+        "write": ["~"],
+        "filesystem": {"read": ["~"], "write": ["~"]},
+    }
+    server = {
+        "name": "io.example/hungry",
+        "version": "1.0.0",
+        "packages": [{"registryType": "npm", "identifier": "hungry-mcp", "version": "1.0.0"}],
+        "_meta": {entries.PUBLISHER_META: {"permissions": permissions, "sandbox": "off", "ports": [22]}},
+    }
+    plan = launch.plan(entries.parse_item({"server": server}, "https://registry.example"))
+    assert plan.hosts == ["api.example.com", "registry.npmjs.org"]
+    policy = sandbox.policy_for(cfg("npx", "-y", "hungry-mcp@1.0.0", sandbox={"network": plan.hosts}))
+    assert policy.network == ("api.example.com", "registry.npmjs.org") and not policy.off
+    assert not policy.read and not policy.write and not policy.ports and not policy.named

@@ -1,0 +1,77 @@
+"""What a confined server may read, write and reach, in a person's words (`coffer show`, `coffer doctor`).
+
+Computed as a start would compute it (coffer.upstreams.sandbox.prepare), without starting anything or
+making its home, so what `show` says is what the next start gets.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+from coffer.upstreams import runtimes, sandbox
+from coffer.upstreams.policy import WEB_PORTS, policy_for
+from coffer.upstreams.transport import child_env
+from coffer.vault import paths
+from coffer.vault.registry import ServerConfig
+
+
+def access(cfg: ServerConfig) -> dict[str, Any]:
+    """{"confined", "mechanism", "reads", "writes", "network", "why", "note"} for a stdio server."""
+    policy = policy_for(cfg)
+    found = sandbox.support()
+    if policy.off:
+        return {"confined": False, "mechanism": None, "why": policy.why, "summary": policy.describe(), "note": ""}
+    env = child_env({})
+    program = cfg.command or ""
+    if os.sep not in program:
+        program = shutil.which(program, path=env.get("PATH")) or program
+    home = str(paths.data_dir() / "sandbox" / cfg.name / "home")
+    runtime = [d for d in runtimes.program_dirs(program, env.get("PATH")) if os.path.exists(d)] if program else []
+    reads = ["the system (/usr, /etc, ...)", *(_tilde(p) for p in runtime), *(_tilde(p) for p in policy.code)]
+    reads += [_tilde(p) + " (granted)" for p in policy.read]
+    writes = [f"its own home {_tilde(home)} (its HOME, cwd and package cache)", "a private temp"]
+    writes += [_tilde(p) + " (named on its launch line)" for p in policy.named]
+    writes += [_tilde(p) + " (granted)" for p in policy.write]
+    if policy.network == "none":
+        network = "no network"
+    elif policy.network == "all":
+        ports = sorted({*WEB_PORTS, *policy.ports})
+        network = "ports " + ", ".join(str(p) for p in ports) + " on any host; not the host's other local services"
+    else:
+        network = "only " + ", ".join(policy.network)
+        if found.mechanism == "landlock":
+            network += " (Landlock alone cannot tell hosts apart: their ports on any host)"
+    confined = found.available
+    note = "" if confined else f"UNCONFINED here: {found.unconfined_why}"
+    return {
+        "confined": confined,
+        "mechanism": found.describe(),
+        "reads": reads,
+        "writes": writes,
+        "network": network,
+        "why": policy.why,
+        "summary": policy.describe(),
+        "note": note,
+    }
+
+
+def lines(cfg: ServerConfig) -> list[tuple[str, str]]:
+    """`coffer show`'s rows for confinement."""
+    seen = access(cfg)
+    if seen["mechanism"] is None:
+        return [("sandbox", f"off: runs with your full authority ({seen['why']})")]
+    if not seen["confined"]:
+        return [("sandbox", seen["note"])]
+    return [
+        ("sandbox", f"{seen['mechanism']} ({seen['why']})"),
+        ("may read", "; ".join(seen["reads"])),
+        ("may write", "; ".join(seen["writes"])),
+        ("may reach", seen["network"]),
+    ]
+
+
+def _tilde(path: str) -> str:
+    home = os.path.expanduser("~")
+    return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path
