@@ -6,7 +6,9 @@ and not, one call answered, and a call's round trip confined and not, all in one
   python bench/bench_sandbox.py --real bench/.real    # the 16 real servers of shared/data/catalogue
 
 Start = spawn through the supervisor to the answer of `initialize` plus `tools/list` (the best of
-`--starts` runs each way, alternating). A call: one tool each server answers without credentials or a
+`--starts` runs each way, alternating). Confined as a gateway's start is: the default policy (reads by
+allow-list, its own home and package cache, web ports), under bubblewrap, or Landlock alone (`--landlock`).
+A call: one tool each server answers without credentials or a
 network (its answer may be a tool error, e.g. a missing token: it counts as answered, a crash or a
 timeout does not). Round trip: `--calls` calls to the demo server's echo, p50, confined and not.
 """
@@ -14,7 +16,7 @@ timeout does not). Round trip: `--calls` calls to the demo server's echo, p50, c
 from __future__ import annotations
 
 import argparse
-import functools
+import os
 import statistics
 import sys
 import tempfile
@@ -61,17 +63,20 @@ async def session(cfg: registry.ServerConfig, confined: bool) -> AsyncIterator[C
         import shutil
 
         argv[0] = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
-    confine = None
-    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as tmp:
-        if confined:
-            env["TMPDIR"] = tmp
-            confine = functools.partial(sandbox.wrap, policy=sandbox.policy_for(cfg), tmp=tmp, cwd=cfg.cwd)
+    confine, cwd, start = None, cfg.cwd, None
+    if confined:  # as a gateway's start: its own home, private temp, the allow-list
+        start = sandbox.prepare(cfg, sandbox.policy_for(cfg), argv[0], env)
+        env, confine, cwd = start.env, start.confine, start.cwd
+    try:
         stats = StreamStats()
         async with (
-            stdio_pipe(argv, env, cfg.cwd, stats, lambda: None, confine=confine) as (read, write),
+            stdio_pipe(argv, env, cwd, stats, lambda: None, confine=confine) as (read, write),
             ClientSession(read, write, read_timeout_seconds=cfg.timeout) as client,
         ):
             yield client
+    finally:
+        if start is not None:
+            sandbox.cleanup(start)
 
 
 async def start_s(cfg: registry.ServerConfig, confined: bool) -> tuple[float, int, str]:
@@ -116,7 +121,7 @@ async def round_trip_ms(cfg: registry.ServerConfig, calls: int, rounds: int = 5)
 
 async def main_async(servers: list[registry.ServerConfig], starts: int, calls: int) -> None:
     found = sandbox.support()
-    print(f"confinement: {found.bwrap or found.problem}; Landlock ABI {found.landlock_abi}")
+    print(f"confinement: {found.describe()}")
     rows = []
     for cfg in servers:
         policy = sandbox.policy_for(cfg)
@@ -157,13 +162,17 @@ def bare_start_s(runs: int = 40) -> tuple[float, float]:
     import subprocess
 
     times: dict[bool, list[float]] = {False: [], True: []}
-    with tempfile.TemporaryDirectory(prefix="coffer-bench-") as tmp:
-        line = sandbox.wrap(["/bin/true"], sandbox.Policy(), tmp, None)
+    probe = registry.ServerConfig(name="bench-true", command="/bin/true")
+    start = sandbox.prepare(probe, sandbox.Policy(), "/bin/true", child_env({}))
+    line = start.confine(["/bin/true"])
+    try:
         for _ in range(runs):
             for confined, argv in ((False, ["/bin/true"]), (True, line)):
                 t0 = time.perf_counter()
                 subprocess.run(argv, check=True)
                 times[confined].append(time.perf_counter() - t0)
+    finally:
+        sandbox.cleanup(start)
     return statistics.median(times[False]), statistics.median(times[True])
 
 
@@ -176,10 +185,15 @@ def main() -> None:
     parser.add_argument("--real", type=Path, default=None, help="the npm prefix of the real servers")
     parser.add_argument("--starts", type=int, default=3)
     parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--landlock", action="store_true", help="hide bubblewrap: Landlock alone confines")
     args = parser.parse_args()
+    if args.landlock:
+        os.environ[sandbox.BWRAP_ENV] = "none"
+        sandbox.support.cache_clear()
     if not sandbox.support().available:
-        raise SystemExit(f"no confinement here: {sandbox.support().problem}")
-    with tempfile.TemporaryDirectory(prefix="coffer-bench-work-") as work:
+        raise SystemExit(f"no confinement here: {sandbox.support().unconfined_why}")
+    with tempfile.TemporaryDirectory(prefix="coffer-bench-work-") as work, tempfile.TemporaryDirectory() as vault:
+        os.environ.setdefault("COFFER_HOME", vault)  # the servers' own homes, not the user's vault
         servers = [_demo()]
         if args.real is not None:
             servers += real_servers(args.real.resolve(), Path(work))

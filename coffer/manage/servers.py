@@ -152,7 +152,7 @@ def edit_server(name: str, change: Edit, probe: bool = True, path: Path | None =
             if value == "auto":
                 entry.pop("sandbox", None)
             else:
-                entry["sandbox"] = value if value == "off" else registry.inline(value)
+                entry["sandbox"] = value if isinstance(value, str) else registry.inline(value)
     return approve(name, probe=probe)
 
 

@@ -95,7 +95,6 @@ class Policy:
     ports: tuple[int, ...] = ()  # more TCP ports it may connect to, the host's loopback included
     off: bool = False
     why: str = WHY_DEFAULT
-    roots: tuple[str, ...] = ()  # a session's declared roots, for servers that work on roots
 
     def describe(self) -> str:
         """One line, as a person reads it."""
@@ -110,7 +109,7 @@ class Policy:
         if self.ports:
             net += "; also TCP port " + ", ".join(str(p) for p in self.ports) + " (local services included)"
         parts = [net, "writes its own home and temp"]
-        writes = list(dict.fromkeys((*self.write, *self.named, *self.roots)))
+        writes = list(dict.fromkeys((*self.write, *self.named)))
         if writes:
             parts[-1] += ", " + ", ".join(writes)
         reads = list(dict.fromkeys((*self.read, *self.code)))

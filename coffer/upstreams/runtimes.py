@@ -100,7 +100,8 @@ def program_dirs(program: str, path_env: str | None) -> list[str]:
     """Every runtime directory `program` needs: its own, its `#!` interpreters', Python's sys.path,
     and PATH's (a runner's `node` or `python`)."""
     found: list[str] = []
-    todo, seen = [program], set()
+    todo: list[str] = [program]
+    seen: set[str] = set()
     while todo:
         current = todo.pop()
         if current in seen or len(seen) > 8:
