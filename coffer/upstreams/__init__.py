@@ -11,7 +11,12 @@ Modules, from the session down to the process:
     transport   the pipe: a process in its own group (stdio) or a streamable HTTP endpoint
     framing     newline-delimited JSON-RPC: lines split and framed without copying big messages
     reaper      the supervisor every stdio upstream runs under: no upstream outlives its gateway
-    sandbox     confinement: what a stdio upstream may read, write, reach and see (bubblewrap)
+    sandbox     confinement: what a stdio upstream may read, write, reach and see (bubblewrap or Landlock)
+    policy      a server's policy: its entry's grants, known servers' profiles, what its launch line names
+    runtimes    what a launch line needs to run: the system, its runtime wherever installed, its code
+    lockdown    Landlock, applied just before a server runs (stdlib only, run by path or by the reaper)
+    denials     a denial named with the one command that grants it
+    explain     what a confined server may read, write and reach, in words (show, doctor)
     netgate     inside a sandbox: the one way out of its network namespace, to the filtering proxy
     egress      the filtering proxy that lets a confined upstream reach only its allowed hosts
     gate        bounded starts: at most N upstreams start at once, a waited-for one jumps the queue

@@ -38,8 +38,13 @@ def hint(start: Start | None, name: str, error: str, denied_hosts: list[str] | N
         if not _on_host(path) or os.path.realpath(path).startswith(("/proc/", "/dev/")):
             continue
         if not start.visible(path):
-            flag = "--allow-write" if _WRITING.search(error) and not os.path.exists(path) else "--allow-read"
-            return f"the sandbox keeps {path} from '{name}': grant it with `coffer edit {name} {flag} {_quote(path)}`"
+            quoted = _quote(path)
+            if re.search(r"read-only|EROFS", error, re.I):
+                return f"the sandbox keeps {path} from '{name}': `coffer edit {name} --allow-write {quoted}`"
+            return (
+                f"the sandbox keeps {path} from '{name}': grant it with `coffer edit {name} --allow-read {quoted}`"
+                " (--allow-write to change it)"
+            )
         if not start.writable(path) and _WRITING.search(error):
             return f"the sandbox lets '{name}' only read {path}: `coffer edit {name} --allow-write {_quote(path)}`"
     port = _PORT.search(error)

@@ -61,7 +61,7 @@ def lines(cfg: ServerConfig) -> list[tuple[str, str]]:
     """`coffer show`'s rows for confinement."""
     seen = access(cfg)
     if seen["mechanism"] is None:
-        return [("sandbox", f"off: runs with your full authority ({seen['why']})")]
+        return [("sandbox", f"off: runs with the user's full authority ({seen['why']})")]
     if not seen["confined"]:
         return [("sandbox", seen["note"])]
     return [

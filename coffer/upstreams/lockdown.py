@@ -151,16 +151,31 @@ def _add_path(libc: Any, ruleset: int, path: str, rights: int) -> None:
         os.close(fd)
 
 
-def main(args: list[str]) -> NoReturn:
-    rules: dict[str, Any] = json.loads(args[0])
-    argv = args[2:] if len(args) > 2 and args[1] == "--" else args[1:]
+def confine(rules: dict[str, Any]) -> str | None:
+    """Apply `rules` to this process; why it could not be confined, or None."""
     try:
         version = restrict(rules)
     except OSError as exc:
-        os.write(2, f"coffer: cannot confine {argv[0]}: {exc.strerror}\n".encode())
-        os._exit(126)
+        return f"cannot confine: {exc.strerror}"
     if version == 0 and rules.get("required"):
-        os.write(2, b"coffer: cannot confine: this kernel has no Landlock\n")
+        return "cannot confine: this kernel has no Landlock"
+    return None
+
+
+def split(argv: list[str]) -> tuple[dict[str, Any], list[str]] | None:
+    """(rules, the program's argv) where `argv` runs a program through this launcher, else None: the
+    supervisor (coffer.upstreams.reaper) applies the rules itself, saving an interpreter's start."""
+    if len(argv) > 6 and argv[1:4] == ["-I", "-S", os.path.abspath(__file__)] and argv[5] == "--":
+        return json.loads(argv[4]), argv[6:]
+    return None
+
+
+def main(args: list[str]) -> NoReturn:
+    rules: dict[str, Any] = json.loads(args[0])
+    argv = args[2:] if len(args) > 2 and args[1] == "--" else args[1:]
+    problem = confine(rules)
+    if problem is not None:
+        os.write(2, f"coffer: {problem} ({argv[0]})\n".encode())
         os._exit(126)
     try:
         os.execv(argv[0], argv)

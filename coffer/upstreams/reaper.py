@@ -8,6 +8,8 @@ once). Standard library only, and `-I -S` keep its start short and free of the u
   escapes with `setsid` is re-parented to it, not to init.
 - The kernel sends it SIGTERM when the gateway dies (PR_SET_PDEATHSIG), so even `kill -9` of the
   gateway reaches it; the server itself gets SIGKILL when the reaper dies, whatever ends it.
+- A server confined by Landlock (coffer.upstreams.lockdown's launch line) is restricted here, in the
+  forked child before it becomes the server (or bubblewrap), not by a second interpreter.
 - Whenever it is told to stop or the server exits, it ends every process left in the tree (SIGTERM,
   then SIGKILL after 1 s) and exits with the server's status (128 + N for a signal N; 127 when the
   program cannot be executed; 1 when the gateway died before the reaper was set up).
@@ -25,6 +27,7 @@ import time
 from typing import Any, NoReturn
 
 ARGV_ENV = "COFFER_SHIM_ARGV"
+LOCKDOWN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lockdown.py")
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 TERM_WAIT_S = 1.0  # after SIGTERM to the tree, before SIGKILL
@@ -87,6 +90,20 @@ def _exec_server(libc: Any, argv: list[str]) -> NoReturn:
     _prctl(libc, PR_SET_PDEATHSIG, signal.SIGKILL)
     for name in ("SIGPIPE", "SIGXFSZ"):  # ignored by Python at startup; exec would keep them ignored
         signal.signal(getattr(signal, name), signal.SIG_DFL)
+    if argv[0] == sys.executable and LOCKDOWN in argv[:4]:  # Landlock, applied here: one interpreter less
+        import importlib.util  # coffer/upstreams/lockdown.py, beside this file (-I: not on sys.path)
+
+        spec = importlib.util.spec_from_file_location("coffer_lockdown", LOCKDOWN)
+        assert spec is not None and spec.loader is not None
+        lockdown = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(lockdown)
+        found = lockdown.split(argv)
+        if found is not None:
+            rules, argv = found
+            problem = lockdown.confine(rules)
+            if problem is not None:
+                os.write(2, f"coffer: {problem} ({argv[0]})\n".encode())
+                os._exit(126)
     try:
         os.execv(argv[0], argv)
     except OSError as exc:

@@ -45,6 +45,7 @@ from coffer.vault.registry import ServerConfig
 __all__ = ["SECRETS", "Policy", "policy_for"]
 log = logging.getLogger("coffer.sandbox")
 BWRAP_ENV = "COFFER_BWRAP"  # the bubblewrap to use, where `bwrap` on PATH is not the one ("none": never)
+LANDLOCK_ENV = "COFFER_LANDLOCK"  # "none": never use Landlock (to see what a machine without it gets)
 NETGATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netgate.py")
 LOCKDOWN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lockdown.py")
 # Devices a confined server may write under Landlock alone (bubblewrap gives it a /dev of its own).
@@ -107,7 +108,7 @@ class Support:
 @functools.cache
 def support() -> Support:
     """Probe once per process: a bubblewrap that can make the namespaces we use (about 5 ms), Landlock's ABI."""
-    abi = landlock_abi()
+    abi = landlock_abi() if os.environ.get(LANDLOCK_ENV) != "none" else None
     userns = _int_file("/proc/sys/user/max_user_namespaces") != 0
     if not sys.platform.startswith("linux"):
         return Support(None, None, False, f"confinement is implemented for Linux only (this is {sys.platform})")
@@ -268,11 +269,11 @@ class Start:
         inner = argv
         if isinstance(self.policy.network, tuple):  # only through the filtering proxy (coffer.upstreams.egress)
             inner = [sys.executable, "-I", "-S", NETGATE, proxy_socket(self.tmp), str(netgate.PORT), "--", *inner]
-        abi = support().landlock_abi or 0
-        if abi >= 4 or (abi >= 1 and self.ports is not None):
+        line = [*out, "--", *inner]
+        if (support().landlock_abi or 0) >= 4:  # ports and scopes around bubblewrap: no files, so it may mount
             rules = {"files": False, "ports": self.ports, "scoped": True}
-            inner = [sys.executable, "-I", "-S", LOCKDOWN, json.dumps(rules), "--", *inner]
-        return [*out, "--", *inner]
+            line = [sys.executable, "-I", "-S", LOCKDOWN, json.dumps(rules), "--", *line]
+        return line
 
 
 def prepare(cfg: ServerConfig, policy: Policy, program: str, env: dict[str, str], roots: tuple[str, ...] = ()) -> Start:
@@ -283,7 +284,9 @@ def prepare(cfg: ServerConfig, policy: Policy, program: str, env: dict[str, str]
     assert mechanism is not None
     home = str(home_of(cfg.name))
     tmp = tempfile.mkdtemp(prefix=f"coffer-{cfg.name}-")
-    own = [*runtimes.program_dirs(sys.executable, None), os.path.dirname(LOCKDOWN)]
+    own: list[str] = []  # the filtering proxy's forwarder runs inside bubblewrap, on this interpreter
+    if mechanism == "bubblewrap" and isinstance(policy.network, tuple):
+        own = [*runtimes.program_dirs(sys.executable, None), os.path.dirname(NETGATE)]
     read = [*runtimes.system_dirs(), "/dev", "/proc", *runtimes.program_dirs(program, env.get("PATH")), *own]
     read += [*policy.code, *policy.read]
     secrets = secret_places()

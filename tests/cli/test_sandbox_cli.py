@@ -26,7 +26,7 @@ def test_add_flags_are_written_and_shown(cli: CliRunner, coffer_home: Path, tmp_
     assert f'sandbox = {{network = "none", write = ["{tmp_path}"]}}' in text
     shown = json.loads(run_cli(cli, "show", "gh", "--json").stdout)["server"]  # type: ignore[attr-defined]
     assert shown["sandbox"] == {"network": ["api.github.com"]}
-    assert shown["confinement"]["policy"] == "network only api.github.com"
+    assert shown["confinement"]["network"] == "only api.github.com, registry.npmjs.org"  # npx's own registry
     assert "UNCONFINED" not in run_cli(cli, "show", "quiet").stdout  # type: ignore[attr-defined]
     off = run_cli(cli, "show", "off").stdout  # type: ignore[attr-defined]
     assert "runs with the user's full authority" in off
@@ -55,31 +55,59 @@ def test_a_url_server_takes_no_sandbox(cli: CliRunner, coffer_home: Path) -> Non
 
 
 @needs_bwrap
+@pytest.mark.parametrize("hide_bwrap", [False, True], ids=["bubblewrap", "landlock"])
 def test_a_denied_write_is_named_with_how_to_grant_it(
-    cli: CliRunner, coffer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: CliRunner, coffer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hide_bwrap: bool
 ) -> None:
-    home = tmp_path / "user"
-    home.mkdir()
-    (home / ".bashrc").write_text("# profile\n")
-    monkeypatch.setenv("HOME", str(home))
-    code = "import os; open(os.path.expanduser('~/.bashrc'), 'a').write('x')"
+    """A write outside the server's allow-list fails, and its error names the path and the one command that
+    grants it; the grant then works (`coffer edit` approves it as `add` does)."""
+    if hide_bwrap:
+        monkeypatch.setenv(sandbox.BWRAP_ENV, "none")
+        sandbox.support.cache_clear()
+        monkeypatch.setattr(sandbox, "support", sandbox.support)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "notes.txt").write_text("mine\n")
+    target = str(outside / "notes.txt")
+    code = f"open({target!r}, 'a').write('x')"  # the path is in its code, not named on its own
     run_cli(cli, "add", "writer", "--no-probe", "--", sys.executable, "-c", code)
     report = json.loads(run_cli(cli, "doctor", "--json", code=1).stdout)  # type: ignore[attr-defined]
     (writer,) = report["servers"]
-    assert "Read-only file system" in writer["error"] and str(home / ".bashrc") in writer["error"]
-    assert "grant a path with `coffer add --allow-read/--allow-write`" in writer["error"]
+    sandbox.support.cache_clear()
+    assert target in writer["error"] and "coffer edit writer --allow-" in writer["error"], writer["error"]
     assert writer["sandbox"] == "confined" and report["confinement"]["available"] is True
-    assert (home / ".bashrc").read_text() == "# profile\n"
+    assert (outside / "notes.txt").read_text() == "mine\n"
+
+
+def test_without_bubblewrap_landlock_confines_and_doctor_says_so(coffer_home: Path, tmp_path: Path) -> None:
+    """A plain `pip install` on a machine with no bwrap: Landlock confines, and `coffer doctor` says so."""
+    import os
+
+    env = dict(os.environ, COFFER_HOME=str(coffer_home), COFFER_BWRAP=str(tmp_path / "no-bwrap"))
+    if not sandbox.support().landlock_abi:
+        pytest.skip("no Landlock here")
+    coffer = [sys.executable, "-m", "coffer"]
+    demo = str(Path(__file__).resolve().parents[2] / "coffer" / "examples" / "demo_server.py")
+    subprocess.run([*coffer, "add", "demo", "--", sys.executable, demo], env=env, check=True, capture_output=True)
+    done = subprocess.run([*coffer, "doctor"], env=env, capture_output=True, text=True, timeout=120)
+    said = " ".join((done.stdout + done.stderr).split())  # the table on stdout, the summary lines on stderr
+    assert "confinement: confined by Landlock (ABI" in said and "cannot tell hosts apart" in said
+    shown = subprocess.run([*coffer, "show", "demo"], env=env, capture_output=True, text=True, timeout=60).stdout
+    assert "confined by Landlock" in shown and "may read" in shown and "UNCONFINED" not in shown
+    call = subprocess.run([*coffer, "call", "demo__echo", '{"text": "hi"}'], env=env, capture_output=True, text=True)
+    assert "hi" in call.stdout and "unconfined" not in call.stderr
 
 
 def test_with_nothing_to_confine_with_a_server_runs_and_says_so_or_is_refused(
     coffer_home: Path, tmp_path: Path
 ) -> None:
-    """COFFER_BWRAP names a bubblewrap that is not there: the server runs unconfined and `doctor` and the
-    log say so; with `[settings] sandbox_required = true` it is not started."""
+    """Neither bubblewrap (COFFER_BWRAP names one that is not there) nor Landlock (COFFER_LANDLOCK=none): the
+    server runs unconfined and `doctor` and the log say so; with `[settings] sandbox_required = true` it is
+    not started."""
     import os
 
     env = dict(os.environ, COFFER_HOME=str(coffer_home), COFFER_BWRAP=str(tmp_path / "no-bwrap"))
+    env["COFFER_LANDLOCK"] = "none"
     coffer = [sys.executable, "-m", "coffer"]
     demo = str(Path(__file__).resolve().parents[2] / "coffer" / "examples" / "demo_server.py")
     subprocess.run([*coffer, "add", "demo", "--", sys.executable, demo], env=env, check=True, capture_output=True)
@@ -88,6 +116,7 @@ def test_with_nothing_to_confine_with_a_server_runs_and_says_so_or_is_refused(
     (demo_row,) = report["servers"]
     assert demo_row["status"] == "ok" and demo_row["sandbox"] == "UNCONFINED"
     assert "bubblewrap (bwrap) is not installed" in report["confinement"]["problem"]
+    assert "no Landlock" in report["confinement"]["describe"]
     call = subprocess.run([*coffer, "call", "demo__echo", '{"text": "hi"}'], env=env, capture_output=True, text=True)
     assert "hi" in call.stdout and "runs unconfined" in call.stderr
     with open(coffer_home / "coffer.toml", "a") as fh:

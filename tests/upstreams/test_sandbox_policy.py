@@ -245,7 +245,7 @@ def test_a_denial_names_what_was_denied_and_the_grant(tmp_path: Path, monkeypatc
     outside.mkdir()
     start = _start(tmp_path, sandbox.Policy(), "landlock", monkeypatch)
     said = denials.hint(start, "fs", f"Error: EACCES: permission denied, open '{outside / 'a.txt'}'")
-    assert said is not None and f"coffer edit fs --allow-write {outside / 'a.txt'}" in said
+    assert said is not None and f"coffer edit fs --allow-read {outside / 'a.txt'}` (--allow-write" in said
     said = denials.hint(start, "fs", f"ENOENT: no such file or directory, scandir '{outside}'")
     assert said is not None and f"--allow-read {outside}" in said
     said = denials.hint(start, "db", "connect EACCES 127.0.0.1:5432")
