@@ -126,17 +126,19 @@ async def main_async(servers: list[registry.ServerConfig], starts: int, calls: i
     for cfg in servers:
         policy = sandbox.policy_for(cfg)
         best: dict[bool, float] = {}
-        tools, answer = 0, ""
+        counts: dict[bool, int] = {}
+        answer = ""
         try:
             for _ in range(starts):
                 for confined in (False, True):
-                    s, tools, got = await start_s(cfg, confined)
+                    s, counts[confined], got = await start_s(cfg, confined)
                     best[confined] = min(best.get(confined, s), s)
                     answer = got if confined else answer
         except Exception as exc:  # a server that fails is a row, not the end of the bench
             answer = f"FAILED: {type(exc).__name__}: {str(exc)[:60]}"
         plain, boxed = best.get(False), best.get(True)
         extra = f"{(boxed - plain) * 1000:+.0f} ms" if plain is not None and boxed is not None else "-"
+        tools = f"{counts.get(True, '-')}" + ("" if counts.get(True) == counts.get(False) else f"/{counts.get(False)}!")
         rows.append((cfg.name, policy.describe(), plain, boxed, extra, tools, answer))
     print(f"{'server':20} {'unconfined':>10} {'confined':>9} {'extra':>8} {'tools':>5}  policy / a call confined")
     for name, policy_text, plain, boxed, extra, tools, answer in rows:

@@ -141,7 +141,8 @@ class Relay:
         self._elicitations: OrderedDict[tuple[str, str], Any] = OrderedDict()
         self.on_notice: Callable[[str, Any], Awaitable[None]] | None = None  # the rest (tasks: coffer.gateway.tasks)
         self.on_roots_outside_call: Callable[[str], None] | None = None  # coffer.gateway.sessions.SEEN_ROOTS
-        self.on_roots: Callable[[str, list[str]], None] | None = None  # the roots a host declared to a server
+        # the roots a host declared to a server (and the session's own pool, for a per-session server)
+        self.on_roots: Callable[[str, list[str], Host | None], None] | None = None
         # servers seen asking their client during a call: their calls from different clients take turns
         self.askers: set[str] = set()
         self.on_ask_in_call: Callable[[str], None] | None = None  # remembered across starts (SEEN_ASKS)
@@ -398,7 +399,7 @@ class Relay:
             self.on_roots_outside_call(server)  # it scopes itself to a client: an engine runs it per session
         result = await self._ask(server, "roots", types.ListRootsRequest(), types.ListRootsResult, gap, host)
         if isinstance(result, types.ListRootsResult) and self.on_roots is not None:
-            self.on_roots(server, [str(root.uri) for root in result.roots])  # a confined server may need them
+            self.on_roots(server, [str(root.uri) for root in result.roots], host)  # a confined server may need them
         return result
 
     async def _log(self, server: str, params: types.LoggingMessageNotificationParams, host: Host | None) -> None:

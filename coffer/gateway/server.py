@@ -322,7 +322,7 @@ class Gateway:
         """How the engine runs `cfg` (coffer.gateway.sessions), from its entry and what it was seen doing."""
         return sessions.decide(cfg, self.view.seen.get(cfg.name, ()))
 
-    def _roots_declared(self, server: str, uris: list[str]) -> None:
+    def _roots_declared(self, server: str, uris: list[str], host: Any) -> None:
         """A confined server that works on roots (server-filesystem) gets the roots its host declared:
         granted read-write, by a restart when its sandbox did not hold them (the session's own process
         under the engine, where such a server runs per session)."""
@@ -330,7 +330,8 @@ class Gateway:
 
         from coffer.upstreams.policy import works_on_roots
 
-        up = self.pool.get(server)
+        pool = host if isinstance(host, Pool) else self.pool  # the asking session's own, or the shared one
+        up = pool.upstreams.get(server)
         if up is None or up.confinement is None or not works_on_roots(up.cfg):
             return
         found = [unquote(urlsplit(u).path) for u in uris if u.startswith("file://")]

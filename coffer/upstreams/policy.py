@@ -218,13 +218,13 @@ def _creatable_in(folder: str) -> bool:
     return real.count(os.sep) >= 2 and not runtimes.within(runtimes.home(), real)
 
 
-# Servers whose launch line says what they need (`auto`): the word before is the package or program.
-_FILESYSTEM = re.compile(r"(^|[/@])(server-filesystem|mcp-server-filesystem)(@[\w.^~-]+)?$")
+# Servers whose launch line says what they need (`auto`): the package or program, or a path inside it.
+_FILESYSTEM = re.compile(r"(^|[/@])(server-filesystem|mcp-server-filesystem)(@[\w.^~-]+)?($|/)")
 _GIT = re.compile(r"(^|/)mcp-server-git(==[\w.]+)?$")
 _OFFLINE = re.compile(
-    r"(^|[/@])(mcp-server-time|server-memory|mcp-server-sequential-thinking|server-sequential-thinking)(@[\w.^~-]+)?$"
+    r"(^|[/@])(mcp-server-time|server-memory|mcp-server-sequential-thinking|server-sequential-thinking)(@[\w.^~-]+)?($|/)"
 )
-_KUBERNETES = re.compile(r"(^|[/@])(mcp-server-kubernetes)(@[\w.^~-]+)?$")
+_KUBERNETES = re.compile(r"(^|[/@])(mcp-server-kubernetes)(@[\w.^~-]+)?($|/)")
 _RUNNERS = {"npx", "uvx", "pipx", "bunx", "pnpx", "pnpm", "yarn", "dlx", "uv"}
 ROOTS_SERVERS = (_FILESYSTEM,)  # servers that work on the client's declared roots
 
