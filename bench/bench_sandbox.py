@@ -16,6 +16,7 @@ timeout does not). Round trip: `--calls` calls to the demo server's echo, p50, c
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.bench_engine import real_servers
 from coffer.manage.demo import demo_server_path
 from coffer.trust.expand import resolved_env
-from coffer.upstreams import sandbox
+from coffer.upstreams import lockdown, sandbox
 from coffer.upstreams.transport import StreamStats, child_env, stdio_pipe
 from coffer.vault import registry
 
@@ -123,12 +124,16 @@ async def main_async(servers: list[registry.ServerConfig], starts: int, calls: i
     found = sandbox.support()
     print(f"confinement: {found.describe()}")
     rows = []
+    cold: dict[str, float] = {}
+    disk: dict[str, int] = {}
     for cfg in servers:
         policy = sandbox.policy_for(cfg)
         best: dict[bool, float] = {}
         counts: dict[bool, int] = {}
         answer = ""
+        sandbox.forget(cfg.name)  # its own home starts empty: the first confined start fills its cache
         try:
+            cold[cfg.name] = (await start_s(cfg, True))[0]
             for _ in range(starts):
                 for confined in (False, True):
                     s, counts[confined], got = await start_s(cfg, confined)
@@ -140,12 +145,17 @@ async def main_async(servers: list[registry.ServerConfig], starts: int, calls: i
         extra = f"{(boxed - plain) * 1000:+.0f} ms" if plain is not None and boxed is not None else "-"
         tools = f"{counts.get(True, '-')}" + ("" if counts.get(True) == counts.get(False) else f"/{counts.get(False)}!")
         rows.append((cfg.name, policy.describe(), plain, boxed, extra, tools, answer))
+        disk[cfg.name] = _disk(sandbox.home_of(cfg.name))
     print(f"{'server':20} {'unconfined':>10} {'confined':>9} {'extra':>8} {'tools':>5}  policy / a call confined")
     for name, policy_text, plain, boxed, extra, tools, answer in rows:
         p = f"{plain:.3f}s" if plain is not None else "-"
         b = f"{boxed:.3f}s" if boxed is not None else "-"
         print(f"{name:20} {p:>10} {b:>9} {extra:>8} {tools:>5}  {policy_text}")
+        first = (
+            f"first confined start {cold[name]:.3f}s, its home {disk.get(name, 0) / 1e6:.1f} MB" if name in cold else ""
+        )
         print(f"{'':20} {'':>10} {'':>9} {'':>8} {'':>5}  {answer}")
+        print(f"{'':20} {'':>10} {'':>9} {'':>8} {'':>5}  {first}")
     extras = [(r[3] - r[2]) * 1000 for r in rows if r[2] is not None and r[3] is not None]
     if extras:
         print(f"extra start time confined: median {statistics.median(extras):+.1f} ms, max {max(extras):+.1f} ms")
@@ -160,22 +170,33 @@ async def main_async(servers: list[registry.ServerConfig], starts: int, calls: i
 
 def bare_start_s(runs: int = 40) -> tuple[float, float]:
     """What confinement itself adds to a start, without a server's own start to hide it: `/bin/true`
-    run directly and under the same bubblewrap line a server gets, alternating."""
+    run directly and confined as a server is (the same bubblewrap line, Landlock applied in the child
+    before exec as the supervisor does), alternating."""
     import subprocess
 
     times: dict[bool, list[float]] = {False: [], True: []}
     probe = registry.ServerConfig(name="bench-true", command="/bin/true")
     start = sandbox.prepare(probe, sandbox.Policy(), "/bin/true", child_env({}))
     line = start.confine(["/bin/true"])
+    rules: dict[str, Any] | None = None
+    found = lockdown.split(line)
+    if found is not None:  # Landlock is applied by the supervisor in the child before exec: so here
+        rules, line = found
     try:
         for _ in range(runs):
             for confined, argv in ((False, ["/bin/true"]), (True, line)):
+                hook = functools.partial(lockdown.confine, rules) if confined and rules is not None else None
                 t0 = time.perf_counter()
-                subprocess.run(argv, check=True)
+                subprocess.run(argv, check=True, preexec_fn=hook)
                 times[confined].append(time.perf_counter() - t0)
     finally:
         sandbox.cleanup(start)
     return statistics.median(times[False]), statistics.median(times[True])
+
+
+def _disk(folder: Path) -> int:
+    """Bytes under `folder` (a server's own home: its package cache and state)."""
+    return sum(p.lstat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _demo() -> registry.ServerConfig:
