@@ -276,3 +276,35 @@ def test_registry_data_only_narrows_a_policy() -> None:
     policy = sandbox.policy_for(cfg("npx", "-y", "hungry-mcp@1.0.0", sandbox={"network": plan.hosts}))
     assert policy.network == ("api.example.com", "registry.npmjs.org") and not policy.off
     assert not policy.read and not policy.write and not policy.ports and not policy.named
+
+
+@pytest.mark.parametrize("mechanism", ["bubblewrap", "landlock"])
+def test_a_server_gets_its_own_home_cwd_and_caches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """Its working directory is its own home where its entry sets none (a server that writes state into its
+    cwd keeps working), and the user's XDG dirs (a cache outside HOME) never point it at the user's."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    found = sandbox.Support("/usr/bin/bwrap" if mechanism == "bubblewrap" else None, 7, True)
+    monkeypatch.setattr(sandbox, "support", lambda: found)
+    env = {"PATH": "/usr/bin", "XDG_CACHE_HOME": "/srv/cache", "XDG_RUNTIME_DIR": "/run/user/0"}
+    start = sandbox.prepare(cfg(sys.executable, "-c", "pass"), sandbox.Policy(), sys.executable, env)
+    assert start.cwd == start.home and start.writable(start.home) and start.writable(start.tmp)
+    assert "XDG_CACHE_HOME" not in start.env and "XDG_RUNTIME_DIR" not in start.env
+    assert start.env["TMPDIR"] == start.tmp and os.stat(start.home).st_mode & 0o777 == 0o700
+    own = sandbox.prepare(
+        cfg(sys.executable, "-c", "pass", env={"XDG_CACHE_HOME": "/srv/c"}),
+        sandbox.Policy(),
+        sys.executable,
+        {"XDG_CACHE_HOME": "/srv/c"},
+    )
+    assert own.env["XDG_CACHE_HOME"] == "/srv/c", "what its entry sets, it keeps"
+    if mechanism == "bubblewrap":
+        line = start.confine(["/bin/true"])
+        assert ["--bind", start.home, str(tmp_path / "home")] == line[
+            line.index(start.home) - 1 : line.index(start.home) + 2
+        ]
+        assert "--chdir" in line and line[line.index("--chdir") + 1] == str(tmp_path / "home")
+    else:
+        assert start.env["HOME"] == start.home
