@@ -6,6 +6,7 @@ Modules, from the session down to the process:
     discover    listing an upstream: every kind it declares, paged, broken tools repaired or dropped
     resources   its text resources, read for coffer__ask's index
     faults      restart backoff, the real error inside wrappers, what a failure is called
+    cause       the line of a failed server's stderr that says why (not the last one)
     outbound    one request under an id Coffer chose, so Coffer can cancel it
     direct      requests to a stdio upstream answered by id off the read stream (no SDK dispatcher)
     transport   the pipe: a process in its own group (stdio) or a streamable HTTP endpoint

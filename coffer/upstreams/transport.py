@@ -69,10 +69,11 @@ class StreamStats:
     def stderr_tail(self) -> str:
         return self.scrub(self._tail.decode("utf-8", "replace"))
 
-    def last_stderr_line(self, width: int = 200) -> str:
-        lines = [ln.strip() for ln in self.stderr_tail().replace("\r", "\n").splitlines() if ln.strip()]
-        line = lines[-1] if lines else ""
-        return line if len(line) <= width else line[: width - 1] + "…"
+    def last_stderr_line(self, width: int = 300) -> str:
+        """The line of its stderr that says why it failed, with what follows it (coffer.upstreams.cause)."""
+        from coffer.upstreams.cause import cause
+
+        return cause(self.stderr_tail(), width)
 
     def scrub(self, text: str) -> str:
         """Mask the server's resolved env/header values: a tail is shown to users and agents."""
