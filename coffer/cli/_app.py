@@ -18,8 +18,12 @@ class CofferGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         as_json = "--json" in [*getattr(ctx, "_protected_args", []), *ctx.args]  # taken from ctx as it runs
+        words = [*getattr(ctx, "_protected_args", []), *ctx.args]
         try:
             return super().invoke(ctx)
+        except UsageError as exc:
+            exc.message = _hinted(exc, words)
+            raise
         except CofferError as exc:
             from coffer.cli import render
 
@@ -33,11 +37,65 @@ class CofferGroup(TyperGroup):
             render.error(str(exc))
             raise typer.Exit(exc.exit_code) from None
 
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """`coffer -h`: commands in groups, the way `gh` and `uv` list theirs, each with its whole first
+        sentence (not cut at a width)."""
+        listed = {name: self.get_command(ctx, name) for name in self.list_commands(ctx)}
+        placed: set[str] = set()
+        for title, names in SECTIONS:
+            rows = [(n, _summary(listed[n])) for n in names if listed.get(n) is not None and not listed[n].hidden]
+            placed.update(names)
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+        rest = [(n, _summary(c)) for n, c in listed.items() if n not in placed and c is not None and not c.hidden]
+        if rest:
+            with formatter.section("Other"):
+                formatter.write_dl(rest)
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is not None:
             _name_values(command)
         return command
+
+
+SECTIONS = (
+    ("Everyday", ("add", "list", "show", "search", "call", "log", "ui", "demo")),
+    ("Vault", ("edit", "remove", "enable", "disable", "approve", "diff", "secret", "memory", "ask", "profile")),
+    ("Agents", ("install", "import", "serve")),
+    ("Registry", ("find", "outdated", "upgrade")),
+    ("Engine", ("status", "code-mode", "results", "auth")),
+    ("Diagnostics", ("doctor", "refresh", "paths", "completions")),
+)
+
+
+def _summary(command: Any) -> str:
+    """A command's first sentence, whole."""
+    text = " ".join((command.help or "").split())
+    depth = 0
+    for i, char in enumerate(text):  # the first ". " outside parentheses ends it
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and text[i : i + 2] == ". ":
+            text = text[:i]
+            break
+    return text.split(": `")[0].rstrip(".")
+
+
+UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # Typer's own click's UsageError
+
+
+def _hinted(exc: Any, words: list[str]) -> str:
+    """A usage error with the hint for the mistake behind it: a server's own option read as Coffer's
+    (`coffer add foo npx -y pkg`: it goes after `--`), a choice answered in pydantic's words."""
+    message = str(exc.message).replace("Value error, ", "")
+    option = getattr(exc, "option_name", None)
+    if type(exc).__name__ == "NoSuchOption" and words[:1] in (["add"], ["edit"]) and option in words:
+        before = [w for w in words[1 : words.index(option)] if not w.startswith("-")]
+        if len(before) >= 2 and "--" not in words:
+            rest = " ".join(words[words.index(before[0]) + 1 :])
+            message += f". A server's own options go after `--`: coffer {words[0]} {before[0]} -- {rest}"
+    return message
 
 
 def _name_values(command: Any) -> None:

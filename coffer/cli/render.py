@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -66,8 +67,24 @@ def kv(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
     tbl.add_column(style="bold")
     tbl.add_column(overflow="fold")
     for key, value in pairs:
-        tbl.add_row(Text(key), Text(_clean(value)))
+        shown = shlex.join(value) if key == "args" and isinstance(value, list) else human(value)  # as typed
+        tbl.add_row(Text(key.replace("_", " ")), Text(_clean(shown)))
     _console().print(tbl)
+
+
+def human(value: Any) -> str:
+    """A value as a person reads it: yes/no, a list as words, a table as KEY=VALUE, nothing as -."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None or value == "" or value == [] or value == {}:
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, list | tuple):
+        return ", ".join(human(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={human(v)}" for k, v in value.items())
+    return str(value)
 
 
 def say(message: str) -> None:

@@ -260,7 +260,10 @@ def add_servers(configs: list[ServerConfig], path: Path | None = None, replace: 
         current = _build(doc, tomlkit.dumps(doc), path or paths.registry_path())
         for cfg in configs:
             if cfg.name in servers and not replace:
-                raise ConflictError(f"server '{cfg.name}' already exists (use `coffer remove {cfg.name}` first)")
+                raise ConflictError(
+                    f"server '{cfg.name}' already exists: change it with `coffer edit {cfg.name}`"
+                    f" (or `coffer remove {cfg.name}` first)"
+                )
             current.servers[cfg.name] = cfg
             clash = prefix_clash(current, cfg)
             if clash is not None:
