@@ -22,7 +22,7 @@ class CofferGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except UsageError as exc:
-            exc.message = _hinted(exc, words)
+            setattr(exc, "message", _hinted(exc, words))  # noqa: B010 (click's message, in place)
             raise
         except CofferError as exc:
             from coffer.cli import render
