@@ -200,6 +200,7 @@ async def run(code: str, host: Host, limits: Limits, worker: str | None = None) 
                     snap = await _step(pm, state, snap)
                 outcome.value = snap.output
     except TimeoutError:
+        outcome.timed_out = True
         outcome.error = f"TimeoutError: the script ran past its time limit of {limits.wall_s:g}s"
         outcome.notes.append("settings.code_mode_timeout_s sets the limit.")
     except pm.MontySyntaxError as exc:

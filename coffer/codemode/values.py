@@ -51,6 +51,7 @@ class Outcome:
     printed: str = ""
     calls: int = 0
     notes: list[str] = field(default_factory=list)
+    timed_out: bool = False  # it ran past its wall time (the log's outcome is `timeout`)
 
     def payload(self) -> dict[str, Any]:
         notes = list(self.notes)

@@ -84,6 +84,7 @@ class Call:
     run: str | None = None  # a coffer__run call: its id, which its inner calls name as their parent
     parent: str | None = None  # a call a coffer__run script made: the run's id
     outcome: str | None = None  # how it ended, once it has (the invocation log's outcome)
+    failed_as: tuple[str, str] | None = None  # an isError result's (outcome, error class), where not "error"
 
 
 class Router:
@@ -244,6 +245,8 @@ class Router:
             self._worker = await anyio.to_thread.run_sync(_script_worker)
         outcome = await sandbox.run(code, sandbox.Host(inner, search), limits, self._worker or None)
         result = text_result(outcome.payload(), error=outcome.error is not None)
+        if outcome.timed_out:  # the log says timeout, as for a tool call that ran past its time
+            call.failed_as = ("timeout", "script_timeout")
         cap = bigresults.cap_for(settings, None, params.meta)
         result, kept = await bigresults.shrink(result, BUILTIN, "run", cap, settings, False)
         if kept is not None:

@@ -384,7 +384,7 @@ class Gateway:
             if deferred is not None and deferred(result):
                 outcome = None
             elif result.get("isError"):
-                outcome, error_class = "error", "tool_error"
+                outcome, error_class = call.failed_as or ("error", "tool_error")
                 result = self._with_denial(call.server, result)
             return result
         except HostError as exc:  # the upstream's JSON-RPC error, as it is (URL elicitation required)

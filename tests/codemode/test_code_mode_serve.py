@@ -172,6 +172,9 @@ async def test_escape_attempts_fail_cleanly_and_the_gateway_is_unharmed(coffer_h
             assert result.is_error, code
             assert said in payload(result)["error"], (code, text(result))
         assert payload(await s.call("coffer__run", {"code": "sum(range(10))"}))["result"] == 45
+    runs = {r["outcome"]: r["error_class"] for r in query(open_log(), limit=100) if r["tool"] == "run"}
+    assert runs["timeout"] == "script_timeout", "a run past its time limit is logged as a timeout, not an error"
+    assert runs["error"] == "tool_error"
 
 
 @needs_servers
