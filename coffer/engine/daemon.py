@@ -247,10 +247,14 @@ class Engine:
 
 
 def _sandbox(up: Any) -> str | None:
-    """How a started stdio upstream runs: its confinement, or "unconfined" (None: not started, or HTTP)."""
-    if up.cfg.transport != "stdio" or up.spawns == 0:
+    """How a started stdio upstream runs: its mechanism and policy, or "unconfined" (None: no start got as
+    far as deciding, or HTTP)."""
+    if up.cfg.transport != "stdio" or up.confined is None:
         return None
-    return up.policy.describe() if up.policy is not None else "unconfined"
+    if not up.confined or up.policy is None:
+        return "unconfined"
+    mechanism = up.confinement.mechanism if up.confinement is not None else "confined"
+    return f"{mechanism}: {up.policy.describe()}"
 
 
 def _peer_uid(sock: socket.socket | None) -> int | None:

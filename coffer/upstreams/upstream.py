@@ -124,6 +124,7 @@ class Upstream:
         self.last_error: str | None = None
         self.policy: sandbox.Policy | None = None  # a stdio server's confinement, once started confined
         self.confinement: sandbox.Start | None = None  # what its last confined start may read, write, reach
+        self.confined: bool | None = None  # whether its last start ran confined (None: none got that far)
         self.roots: tuple[str, ...] = ()  # the declared roots its sandbox grants (a server that works on roots)
         self._restart_now = False  # ended on purpose to start with a new confinement: no backoff
         self.denied_hosts: list[str] = []  # hosts its filtering proxy refused (coffer.upstreams.egress)
@@ -324,6 +325,7 @@ class Upstream:
         pids = _Mirror(self.pool.pids, self.pids)
         spill = self.pool.spill_results
         self.policy = policy = await anyio.to_thread.run_sync(sandbox.in_force, cfg)
+        self.confined = policy is not None
         start = None
         if policy is not None:
             start = await anyio.to_thread.run_sync(sandbox.prepare, cfg, policy, argv[0], env, self.roots)

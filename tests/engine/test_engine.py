@@ -88,6 +88,10 @@ async def test_five_sessions_start_each_upstream_once(coffer_home: Path, tmp_pat
         assert len(state["sessions"]) == 5
         ups = {u["name"]: u for u in state["upstreams"]}
         assert ups["alpha"]["state"] == "ready" and ups["alpha"]["share"] == "shared" and ups["alpha"]["pids"]
+        from coffer.upstreams import sandbox
+
+        if sandbox.support().available:  # how it runs, with the mechanism: never "unconfined" when confined
+            assert ups["alpha"]["sandbox"].startswith(f"{sandbox.support().mechanism}: "), ups["alpha"]["sandbox"]
         engine = int(state["engine"]["pid"])
         parent = Path(f"/proc/{engine}/stat").read_text().rsplit(")", 1)[1].split()[1]
         assert b"serve" not in Path(f"/proc/{parent}/cmdline").read_bytes()  # no front owns it (it forked off)
