@@ -254,6 +254,7 @@ async def search_tools(
     hidden: frozenset[str] = frozenset(),
     registries: Sequence[str] = (),
     withheld: Sequence[tuple[CatalogueTool, str, str]] = (),
+    unreachable: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Rank the visible upstream tools for `query`; results carry the real schemas under exposed names.
 
@@ -262,7 +263,8 @@ async def search_tools(
     what no tool here knows ("slack"), the registry cache's servers that do are named (`registries`:
     the vault's; the cache only, never the network). `withheld`: tools the user has not let agents
     see (disabled, awaiting approval) with why and what shows them; a result counts its matches among
-    them, server by server, and never names them."""
+    them, server by server, and never names them. `unreachable`: servers a call cannot reach now, with
+    why: their tools are ranked after the rest and marked `unavailable` with that reason."""
     query = text_arg(args, "query", SEARCH)
     k = top_k(args)
     if not visible and not withheld:
@@ -308,8 +310,15 @@ async def search_tools(
         for doc, score in res.hits
         if doc.id in by_name
     ]
+    down = unreachable or {}
+    for tool in tools:
+        if by_name[tool["name"]].server in down:
+            tool["unavailable"] = down[by_name[tool["name"]].server]
+    tools.sort(key=lambda t: "unavailable" in t)  # what a call can reach first, in rank order
     payload: dict[str, Any] = {"tools": tools, "total_searched": res.total}
     notes = []
+    if any("unavailable" in t for t in tools):
+        notes.append("Tools marked 'unavailable' belong to a server that is down now: a call fails until it starts.")
     if counted:
         payload["hidden"] = [
             {"server": srv, "count": n, "why": why, "fix": fix} for (srv, why, fix), n in sorted(counted.items())

@@ -48,7 +48,7 @@ from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.trust.redact import scrub
 from coffer.upstreams import denials, outbound, resources
-from coffer.upstreams.upstream import Upstream, UpstreamUnavailable
+from coffer.upstreams.upstream import State, Upstream, UpstreamUnavailable
 from coffer.vault import catalogue
 from coffer.vault.registry import Registry, ServerConfig
 
@@ -411,6 +411,14 @@ class Gateway:
                     session = format(id(host_connection(ctx.session)), "x")
                     self.telemetry.record(call.server, call.tool, outcome, ms, client[0], session)
 
+    def _unreachable(self) -> dict[str, str]:
+        """Servers a call cannot reach now (down, or failed for good), with why: search marks their tools."""
+        out: dict[str, str] = {}
+        for name, up in self.pool.upstreams.items():
+            if up.state in (State.DOWN, State.FAILED):
+                out[name] = f"server '{name}' is {up.state.value}: {up.last_error or 'it did not start'}"
+        return out
+
     def _with_denial(self, server: str, result: dict[str, Any]) -> dict[str, Any]:
         """A failed call that its server's sandbox caused says so, with the command that grants it."""
         up = self.pool.get(server) if server != "?" else None
@@ -475,6 +483,7 @@ class Gateway:
                 self.listings.hidden(),
                 list(reg.registries.values()),
                 builtins.withheld(m.tools, m.visible_tools, reg),
+                self._unreachable(),
             )
         return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
 

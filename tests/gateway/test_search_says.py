@@ -72,3 +72,25 @@ async def test_withheld_matches_are_counted_never_named(coffer_home: Path) -> No
         assert "1 matching tool of 'alpha' is disabled: `coffer enable alpha__echo`" in payload["note"]
         plain = await s.call("coffer__search_tools", {"query": "add two numbers", "top_k": 1})
         assert "hidden" not in (plain.structured_content or {})
+
+
+async def test_a_down_servers_tools_are_marked_and_ranked_after_the_reachable(coffer_home: Path) -> None:
+    add_fixture(coffer_home, "alpha")
+    add_fixture(coffer_home, "beta")
+    async with serve(coffer_home) as s:
+        with anyio.fail_after(30):
+            while not {"alpha__echo", "beta__echo"} <= set(await s.tool_names()):
+                await anyio.sleep(0.1)
+        payload: dict[str, Any] = {}
+        for _ in range(4):  # the first restart is at once; after the second crash it waits (backoff)
+            assert (await s.call("alpha__crash", {})).is_error
+            found = await s.call("coffer__search_tools", {"query": "echo the text back", "top_k": 4})
+            payload = found.structured_content or {}
+            if any(t.get("unavailable") for t in payload["tools"]):
+                break
+        names = [t["name"] for t in payload["tools"]]
+        marked = {t["name"]: t.get("unavailable") for t in payload["tools"]}
+        assert "beta__echo" in names and "alpha__echo" in names
+        assert marked["beta__echo"] is None and names.index("beta__echo") < names.index("alpha__echo")
+        assert "server 'alpha' is down" in (marked["alpha__echo"] or ""), marked
+        assert "crashing on purpose" in (marked["alpha__echo"] or "") and "unavailable" in payload["note"]
