@@ -93,10 +93,11 @@ def plan_install(
     path = known.resolve_path(client, path)
     if not NAME_RE.match(name):
         raise UsageError(f"invalid --name '{name}': use 1-20 letters, digits, '_' or '-'")
-    if not chosen and not force and base_text is None and not path.parent.exists():
+    missing = client.looks_installed(path) if not chosen and not force and base_text is None else None
+    if missing is not None:
         raise NotFoundError(
-            f"{client.label} does not look installed here ({path.parent} does not exist): install it first, "
-            "or pass --force to create its config anyway (or --path FILE)"
+            f"{client.label} does not look installed here ({path.name} and {missing} do not exist): install it"
+            " first, or pass --force to create its config anyway (or --path FILE)"
         )
     old: str | None
     try:

@@ -76,9 +76,20 @@ class Client:
     default: Callable[[], Path]
     project_file: str | None = None  # relative to the current directory, e.g. ".mcp.json"
     local_scopes: bool = False  # Claude Code: projects["<dir>"].mcpServers inside the user file
+    home_dir: str | None = None  # its own folder under HOME, where its config file sits in HOME itself
 
     def default_path(self) -> Path:
         return self.default()
+
+    def looks_installed(self, path: Path) -> Path | None:
+        """None where the client looks installed (its config file, or a folder of its own, exists); else
+        the folder whose absence says it is not. One rule for every client: never HOME itself."""
+        if path.exists():
+            return None
+        own = Path.home() / self.home_dir if self.home_dir else path.parent
+        if own.exists() and own.resolve() != Path.home().resolve():
+            return None
+        return own
 
     def sources(self, path: Path | None = None, scope: str | None = None, cwd: Path | None = None) -> list[Source]:
         """Every place this client keeps servers, narrowed to `scope`; `path` replaces the user file.
@@ -129,6 +140,7 @@ CLIENTS: dict[str, Client] = {
             lambda: Path.home() / ".claude.json",
             project_file=".mcp.json",
             local_scopes=True,
+            home_dir=".claude",  # ~/.claude.json sits in HOME; Claude Code's own folder is ~/.claude
         ),
         Client(
             "claude-desktop",

@@ -395,7 +395,7 @@ def test_install_creates_a_missing_file(cli: CliRunner, home: Path) -> None:
     assert not list(path.parent.glob("*.coffer-backup-*"))  # nothing to back up
 
 
-@pytest.mark.parametrize("client", ["zed", "goose", "continue"])
+@pytest.mark.parametrize("client", ["zed", "goose", "continue", "claude-code"])
 def test_install_into_an_app_that_is_not_there_asks_for_force(cli: CliRunner, home: Path, client: str) -> None:
     before = sorted(str(p) for p in home.rglob("*"))
     failed = run_cli(cli, "install", client, code=3)

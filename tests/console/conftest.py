@@ -71,7 +71,7 @@ def console_home(coffer_home: Path) -> Path:
     # goose's config says `cmd` and `envs`)
     env = console_env(coffer_home)
     installs = (
-        ["install", "claude-code", "--profile", "coding"],
+        ["install", "claude-code", "--profile", "coding", "--force"],
         ["install", "codex", "--force"],
         ["install", "goose", "--profile", "lean", "--force"],
     )
