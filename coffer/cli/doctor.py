@@ -39,6 +39,9 @@ def doctor(
     total = len([c for c in reg.enabled_servers() if not servers or c.name in servers])
     with render.progress(total, "starting") as advance:
         report = doc.diagnose(jobs, lambda name, ok, summary: advance(name), only=servers)
+    from coffer.cli.auth import _engine_note
+
+    _engine_note()
     if as_json:
         render.print_json({"version": render.JSON_VERSION, **report.to_dict()})
     else:

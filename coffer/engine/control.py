@@ -65,3 +65,28 @@ def stop(registry: Path | None = None) -> bool:
     """Tell the engine of this vault (or of the vault whose coffer.toml is `registry`) to stop; its
     upstreams stop with it. False when none runs."""
     return _ask({"coffer": "stop"}, reply=False, registry=registry) is not None
+
+
+def engine_differs() -> list[str] | None:
+    """For `coffer call` and `doctor`, which run servers in their own process: hand a running engine this
+    shell's values (it adopts what it lacks, as from a session) and return the names it holds with other
+    values; None when no engine runs. Never raises: a check beside the command's own work."""
+    from coffer.engine.front import handed_env
+
+    try:
+        answer = _ask({"coffer": "env", "env": handed_env()}, reply=True)
+    except OSError:
+        return None
+    if answer is None:
+        return None
+    return [n for n in answer.get("differs") or [] if isinstance(n, str)]
+
+
+def differs_note(names: list[str] | None) -> str | None:
+    """The line `call` and `doctor` print when the engine's environment is not theirs."""
+    if not names:
+        return None
+    return (
+        f"note: the engine behind `coffer serve` has other values for {', '.join(names)} than this shell, and its "
+        "servers use its own: where they fail and this command's work, `coffer status --stop` restarts it"
+    )

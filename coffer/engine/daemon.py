@@ -178,22 +178,28 @@ class Engine:
             sock.close()
 
     def adopt_env(self, env: object) -> list[str]:
-        """The rule for `${VAR}`: a variable the engine lacks is taken from the first session that has it
-        (servers that could not start for want of it start again); one it has with another value keeps
-        the engine's, and the names that differ are returned for that session to be told. Values are
-        never logged."""
+        """The rule for `${VAR}` and a runtime's variables (certificates, proxies, locale): one the engine
+        lacks is taken from the first session that has it, and PATH gains the entries it lacks, so the
+        engine's environment is the fullest its sessions gave, not the first one's; servers that are down
+        start again. One it has with another value keeps the engine's, and the names that differ are
+        returned for that session to be told. Values are never logged."""
         differs, adopted = [], False
         for name, value in env.items() if isinstance(env, dict) else ():
             if not isinstance(name, str) or not isinstance(value, str) or not ENV_NAME.match(name):
                 continue
             held = os.environ.get(name)
-            if held is None and name not in place.STARTUP_ENV:
+            if name == "PATH" and held is not None:  # a runtime on any session's PATH is found
+                wider = _path_union(held, value)
+                adopted |= wider != held
+                os.environ[name] = wider
+            elif held is None and name not in place.STARTUP_ENV:
                 os.environ[name] = value
                 adopted = True
             elif held != value:
                 differs.append(name)
-        if adopted:
+        if adopted:  # what failed for want of it may start now: a missing variable, a certificate, a runtime
             self.gateway.pool.retry_failed("missing_secret")
+            self.gateway.pool.retry_down()
         return sorted(differs)
 
     def status(self) -> dict[str, Any]:
@@ -244,6 +250,12 @@ class Engine:
                 await changed.wait()
             if not self.sessions and not changed.is_set():
                 self.stop.set()
+
+
+def _path_union(held: str, offered: str) -> str:
+    """The engine's PATH, then the entries of a session's it lacks."""
+    have = held.split(os.pathsep)
+    return os.pathsep.join([*have, *(p for p in offered.split(os.pathsep) if p and p not in have)])
 
 
 def _sandbox(up: Any) -> str | None:

@@ -117,12 +117,14 @@ def _last_line(path: Path) -> str:
 
 def handed_env() -> dict[str, str]:
     """What this session hands the engine: the values it has of the variables the vault's servers
-    reference (`${VAR}` in env and headers) and of those the engine reads at its start (`STARTUP_ENV`).
+    reference (`${VAR}` in env and headers), of those a server's runtime needs (certificates, proxies,
+    locale, PATH: `RUNTIME_ENV`) and of those the engine reads at its start (`STARTUP_ENV`).
     Sent over the 0600 socket to the user's own engine; never logged."""
     from coffer.errors import CofferError
+    from coffer.upstreams.transport import RUNTIME_ENV
     from coffer.vault import registry
 
-    names = set(place.STARTUP_ENV)
+    names = {*place.STARTUP_ENV, *RUNTIME_ENV, "PATH"}
     try:
         reg = registry.load()
     except CofferError:

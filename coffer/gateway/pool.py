@@ -200,6 +200,13 @@ class Pool:
             if up.state is State.FAILED and up.error_class == error_class:
                 up.retry()
 
+    def retry_down(self) -> None:
+        """Start again, now, every upstream that is down or failed (the engine gained what a start may have
+        lacked: a certificate, a proxy, a runtime on PATH), here and in every session's pool."""
+        for _, up in self.every():
+            if up.state in (State.DOWN, State.FAILED):
+                up.retry_now()
+
     def resync(self) -> None:
         """Decide the share modes again (a server was seen asking for roots outside a call)."""
         self.sync(self._configs.values())

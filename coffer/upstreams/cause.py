@@ -4,7 +4,8 @@ Runtimes end a failure with lines that point elsewhere: npm with where its log i
 banner, uv with a hint, Python with a traceback whose cause is last but whose frames come first. Each
 line is scored on what any error statement has (an error word, an errno or HTTP status, an exception
 name) against what a pointer has (a stack frame, a log's location, a hint, a version banner, a caret);
-the best line is shown with up to two lines after it that say more. No list of known tools: the same
+the best line is shown with up to two lines after it that say more, or, where a chain of causes follows
+it (`Caused by:`), with the last of them: the root. No list of known tools: the same
 rules read npm, uv, Node, Python and Go alike.
 """
 
@@ -26,6 +27,9 @@ _POINTER = re.compile(
     r"^node\.js v\d|^python \d|^npm (notice|warn)|^warn(ing)?\b|^\s*run with|--verbose|stack trace)",
     re.I,
 )
+
+
+_LINK = re.compile(r"^(caused by|cause)\b|^[├╰└│]", re.I)
 
 
 def score(line: str) -> int:
@@ -54,6 +58,13 @@ def cause(tail: str, width: int = 300) -> str:
         return _cut(lines[-1], width)
     at = len(scores) - 1 - scores[::-1].index(best)  # the last of the best: the outermost statement
     at = _first_of_run(lines, scores, at)
+    links = []  # a chain of causes after it (`Caused by:`, uv's `cause:` and arrows): the last is the root
+    for line, points in zip(lines[at + 1 :], scores[at + 1 :], strict=False):
+        if points < 0 or not _LINK.match(line):
+            break
+        links.append(line)
+    if links:
+        return _cut(" | ".join([lines[at], links[-1]]), width)
     shown = [lines[at]]
     for line, points in zip(lines[at + 1 : at + 5], scores[at + 1 : at + 5], strict=False):
         if points < 0 or len(shown) == 3:

@@ -113,7 +113,7 @@ def program_dirs(program: str, path_env: str | None) -> list[str]:
                 found.append(root)
         todo += _interpreters(os.path.realpath(current), path_env)
         if _PYTHON.match(os.path.basename(current)) or _PYTHON.match(os.path.basename(os.path.realpath(current))):
-            found += python_dirs(os.path.realpath(current))
+            found += python_dirs(current)  # as named: a venv's python is a link to its base, its pyvenv.cfg beside it
     for entry in (path_env or "").split(os.pathsep):
         if entry and os.path.isabs(entry) and os.path.isdir(entry) and not within(home(), os.path.realpath(entry)):
             root = runtime_root(entry)

@@ -171,6 +171,12 @@ class Upstream:
             self.state, self.failures, self.retry_at = State.IDLE, 0, 0.0
             self.start()
 
+    def retry_now(self) -> None:
+        """Down or failed for a cause that may be mended now: start afresh, backoff forgotten."""
+        if self.state in (State.DOWN, State.FAILED) and not self._stopping:
+            self.state, self.failures, self.retry_at = State.IDLE, 0, 0.0
+            self.start()
+
     async def wait_settled(self, timeout: float) -> None:
         """Wait until a start in progress is ready or has failed, at most `timeout` seconds."""
         settled = self._settled

@@ -126,7 +126,9 @@ async def test_a_server_asking_for_roots_outside_a_call_gets_one_process_per_ses
         two = await stack.enter_async_context(serve(coffer_home, list_roots_callback=roots_of("file:///two")))
         assert "fs__pid" in await two.tool_names()  # from the catalogue: its own fs starts at its first call
         own = {"file:///one": text(await one.call("fs__pid")), "file:///two": text(await two.call("fs__pid"))}
-        await wait_for(lambda: "file:///two" in answered(), what="a second fs to get the second session's roots")
+        await wait_for(
+            lambda: "file:///two" in answered(), timeout=30, what="a second fs to get the second session's roots"
+        )
         got = answered()
         assert {uri: got[uri] for uri in own} == own  # each fs asked the one session it serves
         learner = events_of(events, "start")[0]  # the shared process it was seen asking from

@@ -60,6 +60,12 @@ async def test_a_python_traceback_names_the_exception(coffer_home: Path) -> None
             "  hint: Consider enabling `--system-certs` to use the platform's certificate store",
             "╰─▶ invalid peer certificate: UnknownIssuer",
         ),
+        (
+            "error: Failed to fetch: `https://pypi.org/simple/x/`\n  Caused by: Request failed after 3 retries\n"
+            "  Caused by: client error (Connect)\n  Caused by: invalid peer certificate: UnknownIssuer\n"
+            "hint: Consider enabling use of system TLS certificates",
+            "error: Failed to fetch: `https://pypi.org/simple/x/` | Caused by: invalid peer certificate",
+        ),
         ("starting\nlistening on stdio", "listening on stdio"),  # nothing says why: the last line, as before
         ("panic: runtime error: index out of range [3]\n\ngoroutine 1 [running]:\nmain.main()", "panic: runtime"),
     ],

@@ -230,10 +230,9 @@ def test_the_runtime_is_found_from_the_launch_line(tmp_path: Path, monkeypatch: 
     assert runtimes.project_of(str(script)) == str(home / "proj")
     assert runtimes.runtime_root("/usr/bin/env") is None
     assert str(home) not in runtimes.program_dirs(str(tool), f"{home / 'bin'}:{home}")
-    assert any(
-        d == os.path.realpath(sys.prefix) or os.path.realpath(sys.prefix).startswith(d)
-        for d in runtimes.python_dirs(os.path.realpath(sys.executable))
-    )
+    site = next(p for p in sys.path if p.endswith("site-packages"))  # where mcp is: a venv's, when in one
+    found = runtimes.program_dirs(sys.executable, "/usr/bin")
+    assert any(runtimes.within(os.path.realpath(site), d) for d in found), (site, found)
 
 
 def test_a_denial_names_what_was_denied_and_the_grant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
