@@ -147,7 +147,8 @@ class Relay:
         self.askers: set[str] = set()
         self.on_ask_in_call: Callable[[str], None] | None = None  # remembered across starts (SEEN_ASKS)
         self._turns: dict[int, _Turn] = {}  # id(upstream) -> its turn, while it has calls
-        self._ended: dict[str, anyio.Event] = {}  # server -> set when one of its calls ends
+        self._ended: dict[str, anyio.Event] = {}  # server -> set when one of its calls ends (or an ask waits)
+        self._waiting: dict[str, list[object]] = {}  # server -> its asks waiting amid several clients' calls
 
     # ------------------------------------------------------------------ hosts and calls
 
@@ -323,12 +324,35 @@ class Relay:
                 self._note_asker(server)
             return target
         self._note_asker(server)
-        with anyio.move_on_after(TURN_WAIT_S):
-            while target == AMBIGUOUS:
-                ended = self._ended.setdefault(server, anyio.Event())
-                await ended.wait()
-                target = self._target(server, host)
+        waiting = self._waiting.setdefault(server, [])
+        me = object()
+        waiting.append(me)
+        self._wake(server)  # the others re-check: all of the calls may be waiting on asks now
+        try:
+            with anyio.move_on_after(TURN_WAIT_S):
+                while target == AMBIGUOUS:
+                    calls = self._calls.get(server) or []
+                    if len(waiting) >= len(calls):  # every call asks and none can end: a deadlock to break
+                        return self._in_order(server, waiting.index(me), calls)
+                    ended = self._ended.setdefault(server, anyio.Event())
+                    await ended.wait()
+                    target = self._target(server, host)
+        finally:
+            waiting.remove(me)
         return target
+
+    def _in_order(self, server: str, at: int, calls: list[_Origin]) -> tuple[Any, Any, _Origin | None]:
+        """Asks that came while every call in flight on `server` waited on one (the first time it is seen
+        asking, before its calls take turns): the n-th ask goes to the n-th call, in the order the calls
+        were sent to it, as a server that handles requests in order asks for them."""
+        origin = calls[min(at, len(calls) - 1)]
+        log.info("server '%s' asked while calls of several clients waited on it: matched in call order", server)
+        return origin.ctx.session, origin.ctx.request_id, origin
+
+    def _wake(self, server: str) -> None:
+        ended = self._ended.pop(server, None)
+        if ended is not None:
+            ended.set()
 
     def _note_asker(self, server: str) -> None:
         if server not in self.askers:

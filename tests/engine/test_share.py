@@ -256,3 +256,28 @@ async def test_a_shared_server_asks_the_session_whose_call_it_is(coffer_home: Pa
         return snap is not None and sessions.SEEN_ASKS in snap.servers["alpha"].seen
 
     await wait_for(remembered, 20, "the catalogue's note that alpha asks during calls")
+
+
+async def test_two_sessions_first_concurrent_asks_each_reach_their_own_client(coffer_home: Path) -> None:
+    """The first time the vault sees a server ask mid-call, two sessions' calls are in flight at once and
+    both ask: nothing can end to say whose ask is whose, so they are matched in call order, at once (not
+    after a timeout), and each session answers its own."""
+    add_fixture(coffer_home, "alpha", "relay", timeout=20)
+    async with (
+        serve(coffer_home, elicitation_callback=named("Ada")) as a,
+        serve(coffer_home, elicitation_callback=named("Bob")) as b,
+    ):
+        await a.tool_names()
+        await b.tool_names()
+        answers: dict[str, str] = {}
+
+        async def ask(who: str, s: Any) -> None:
+            answers[who] = text(await s.call("alpha__ask_user"))
+
+        started = anyio.current_time()
+        with anyio.fail_after(15):  # a deadlock would wait for the calls' 20 s timeout
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, "a", a)
+                tg.start_soon(ask, "b", b)
+        assert answers == {"a": "accept: Ada", "b": "accept: Bob"}, answers
+        assert anyio.current_time() - started < 10
