@@ -233,7 +233,7 @@ class Relay:
         """Mark a host request as in flight on `server` while it runs (`round_`: for a 2026-07-28 host,
         the round its asks go to: coffer.gateway.rounds). On an `upstream` that asks its client during
         calls, it first waits until no other client's call is in flight there, so what the upstream asks
-        has one client to go to (the README's promise: it goes to the session that made the call)."""
+        has one client to go to (docs/serving.md's promise: it goes to the session that made the call)."""
         origin = _Origin(ctx, round=round_, scope=getattr(sessions.current(), "pool", None))
         turn, client = None, _client(origin)
         if upstream is not None and server in self.askers:

@@ -62,7 +62,7 @@ SEEN_ASKS = "asks_during_call"  # it asked its client during a call: calls of di
 # Servers that keep per-client state in their process, by the package their launch line runs (a whole
 # word anywhere in the command or arguments: `npx -y @playwright/mcp`, `node .../node_modules/@playwright/
 # mcp/cli.js`) or a program that package installs (`playwright-mcp`, `/x/node_modules/.bin/playwright-mcp`,
-# a global install). README: "Sharing upstreams".
+# a global install). docs/serving.md: "Sharing upstreams".
 BROWSER = "a browser (tabs, cookies, the page an agent is on)"
 KNOWN: dict[str, tuple[tuple[str, ...], str]] = {
     "@playwright/mcp": (("playwright-mcp",), BROWSER),

@@ -27,7 +27,7 @@ from coffer.upstreams import runtimes
 from coffer.vault.registry import ServerConfig
 
 # Credentials and what holds them, under the user's home: never readable through a launch line's paths
-# or a grant that contains them, and a grant of one of them warns (README: Confinement).
+# or a grant that contains them, and a grant of one of them warns (docs/confinement.md).
 SECRETS = (
     ".ssh",
     ".gnupg",
@@ -236,7 +236,7 @@ def works_on_roots(cfg: ServerConfig) -> bool:
 
 
 def _known(cfg: ServerConfig) -> Policy | None:
-    """A fitting policy for servers Coffer knows by their launch line (README: Confinement)."""
+    """A fitting policy for servers Coffer knows by their launch line (docs/confinement.md)."""
     words = [os.path.basename(cfg.command or ""), *cfg.args]
     runner = any(os.path.basename(w) in _RUNNERS for w in words[:2])
     home = os.path.expanduser("~")

@@ -1,4 +1,4 @@
-"""Every `coffer` command the README shows is one the CLI accepts as written: the command exists and its
+"""Every `coffer` command the README and docs/ show is one the CLI accepts as written: the command exists and its
 options and arguments parse (nothing runs). A renamed option or a removed command fails here first."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from typer.main import get_command
 
 from coffer.cli import app
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # the README and the reference it links
 
 
 def readme_commands() -> list[str]:
-    """`coffer ...` lines of the README's bash blocks, comments and pipes cut off."""
-    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), re.S)
+    """`coffer ...` lines of the bash blocks of the README and docs/, comments and pipes cut off."""
+    blocks = [b for page in PAGES for b in re.findall(r"```bash\n(.*?)```", page.read_text(), re.S)]
     found = []
     for block in blocks:
         for line in block.splitlines():
@@ -26,7 +27,7 @@ def readme_commands() -> list[str]:
                 continue
             line = line.split(" # ")[0].split("  #")[0].strip()
             line = line.split("|")[-1].strip()  # `printf %s "$TOKEN" | coffer secret set NAME`
-            if line.startswith(("pip install", "claude ", "codex ")):
+            if line.startswith(("pip install", "pipx ", "claude ", "codex ")):
                 continue
             for part in line.split("&&"):
                 part = part.strip()
