@@ -64,7 +64,7 @@ def run(size_mb: int, tool: str, keep: bool = True) -> tuple[float, float]:
     """(gateway growth, upstream growth) in MiB for one call of `tool` with a SIZE MB argument, or (`big`)
     a small call whose result is SIZE MB; `keep` False turns keeping big results off (passed whole)."""
     from coffer.vault import registry
-    from tests.fixtures.gateway_harness import add_fixture
+    from tests.fixtures.gateway_harness import add_fixture, host_pid
 
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
@@ -77,7 +77,8 @@ def run(size_mb: int, tool: str, keep: bool = True) -> tuple[float, float]:
         try:
             init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}}
             gw.call("initialize", init)
-            upstream_pid = int(gw.call("tools/call", {"name": "up__pid"})["result"]["content"][0]["text"])
+            ident = gw.call("tools/call", {"name": "up__pid"})["result"]["content"][0]["text"]
+            upstream_pid = host_pid(ident)  # PID@START@PIDNS: confined, its pid is its sandbox's
             gw.call("tools/call", {"name": "up__echo", "arguments": {"text": "warm"}})
             # one kept result first: the tokenizer and the results store load once per process, not per MB
             gw.call("tools/call", {"name": "up__big", "arguments": {"kb": 300}})

@@ -69,12 +69,18 @@ def _tilde(path: Path) -> str:
 
 
 def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
-    """`coffer list --json`'s rows, each with what the running engine says of its process."""
+    """`coffer list --json`'s rows, each with what the running engine says of its process and what its
+    sandbox lets it read, write and reach (coffer.upstreams.explain, as `coffer show` says it)."""
     from coffer.engine import control
     from coffer.manage.servers import server_rows
     from coffer.manage.tools import code_mode_on
+    from coffer.upstreams import explain
 
     rows = server_rows()
+    reg = registry.load()
+    for row in rows:
+        cfg = reg.servers.get(row["name"])
+        row["sandbox"] = explain.lines(cfg) if cfg is not None and not cfg.url else []
     engine = control.status()
     live: dict[str, list[dict[str, Any]]] = {}
     for up in (engine or {}).get("upstreams", []):
@@ -127,9 +133,15 @@ def _toggle(target: str, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def tools(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
+    """Every catalogued tool, and the `coffer__*` built-ins advertised beside them (counted as the
+    Profiles page counts them: what a client without a profile is sent)."""
+    from coffer.codemode import policy
+    from coffer.gateway.builtins import tool_definitions
     from coffer.manage.tools import tool_rows
+    from coffer.results.tokens import tool_tokens
 
-    return {"tools": tool_rows()}
+    defs = tool_definitions(policy.enabled(registry.load().settings))
+    return {"tools": tool_rows(), "builtins": {"count": len(defs), "tokens": sum(tool_tokens(defs))}}
 
 
 def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import itertools
 import os
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 import tomlkit
 
 from coffer.manage import servers
+from coffer.upstreams import sandbox as coffer_sandbox
 from coffer.vault import catalogue, registry
 from tests.console.conftest import Console
 
@@ -109,6 +111,10 @@ def test_servers_page_reviews_and_approves(page: Any, console_home: Path, shots:
     launch.locator("summary").click()
     assert launch.locator("code").is_visible() and launch.locator("code").inner_text() == whole
     assert page.locator("tr[data-server=time] div.launch").inner_text() == "uvx mcp-server-time --local-timezone UTC"
+    sandbox = page.locator("tr[data-server=filesystem] td.sandbox")  # what its sandbox lets it do, as `show` says
+    if coffer_sandbox.support().available:
+        assert "confined by" in sandbox.inner_text() and "may write:" in sandbox.inner_text()
+        assert "may reach: ports 53, 80, 443" in (sandbox.locator("div").first.get_attribute("title") or "")
     shoot(page, shots, "servers")
 
     page.locator("tr[data-server=time] button:has-text('Review')").click()
@@ -162,6 +168,10 @@ def test_tools_page_toggles_and_searches(page: Any, console_home: Path, shots: P
     page.click("nav >> text=Tools")
     page.wait_for_selector("main[data-page=tools][aria-busy=false] #tools")
     assert page.locator("#tools tbody tr").count() == 222
+    listed = page.locator("#enabled-count").inner_text()  # counted as Profiles counts: built-ins included
+    enabled = int(re.search(r"(\d+) enabled \+ (\d+) built-ins", listed).group(1))  # type: ignore[union-attr]
+    builtins_n = int(re.search(r"\+ (\d+) built-ins", listed).group(1))  # type: ignore[union-attr]
+    assert listed.startswith(str(enabled + builtins_n)) and builtins_n >= 3
     page.get_by_label("filter tools").fill("github__create_")
     visible = page.locator("#tools tbody tr:visible")
     assert visible.count() == 6  # create_or_update_file, _repository, _issue, _pull_request, _branch, _review
@@ -216,6 +226,8 @@ def test_log_page_charts_the_calls(page: Any, shots: Path) -> None:
     assert 3 <= len(xs) <= 6 and len({round(b - a, 3) for a, b in itertools.pairwise(xs)}) == 1
     days = ticks.all_text_contents()
     assert all(re.search(r"[A-Z][a-z]{2} \d{1,2}\b.*\d{2}:\d{2}", t) for t in days), days
+    starts = [float(ticks.nth(i).get_attribute("data-start")) for i in range(ticks.count())]
+    assert max(starts) > time.time() - 6 * 3600 - 60, "the rightmost label is the bar that holds now (today)"
     shoot(page, shots, "log")
     page.click("button:has-text('1h')")
     page.wait_for_selector("main[data-page=log][aria-busy=false] button[aria-pressed=true]:has-text('1h')")

@@ -92,6 +92,16 @@ function diffBlock(text) {
 
 // ---------------------------------------------------------------- servers
 
+// What a server's sandbox lets it do (as `coffer show` says it): the mechanism, then what it may read,
+// write and reach, one line each, the rest in the cell's title.
+function sandboxCell(lines) {
+  if (!lines.length) return el("span", { class: "muted" }, "–");
+  const [first, ...rest] = lines;
+  return el("div", { title: lines.map(([k, v]) => `${k}: ${v}`).join("\n") },
+    el("div", {}, first[1].split(" (")[0]),
+    ...rest.map(([k, v]) => el("div", { class: "muted" }, `${k}: ${firstLine(v, 60)}`)));
+}
+
 async function serversPage(root) {
   const data = await api("/api/servers");  // the engine's state comes with the rows, asked once
   const rows = data.servers;
@@ -132,6 +142,7 @@ async function serversPage(root) {
       el("td", { class: "num" }, row.tools ? `${row.tools.enabled}/${row.tools.total}` : "?",
         data.code_mode && row.tools ? el("div", { class: "muted script-tools" }, `${row.script_tools} in scripts`) : null),
       el("td", { class: "num" }, fmt.int(row.tokens)),
+      el("td", { class: "sandbox" }, sandboxCell(row.sandbox || [])),
       el("td", {}, lastError ? el("span", { class: "error" }, lastError) : el("span", { class: "muted" }, "–")),
       el("td", {}, switchFor(`enable server ${row.name}`, row.enabled, async (ev) => {
         await change(() => api(`/api/servers/${encodeURIComponent(row.name)}/enabled`, { enabled: ev.target.checked }),
@@ -144,7 +155,7 @@ async function serversPage(root) {
     body.append(tr);
   }
   root.append(el("table", { id: "servers" },
-    el("thead", {}, el("tr", {}, ["server", "state", "process", "tools", "tokens", "last error", "enabled", ""].map((h, i) =>
+    el("thead", {}, el("tr", {}, ["server", "state", "process", "tools", "tokens", "sandbox", "last error", "enabled", ""].map((h, i) =>
       el("th", { class: i === 3 || i === 4 ? "num" : null }, h)))),
     body), findSection());
 }
@@ -286,8 +297,11 @@ async function toolsPage(root) {
     el("h1", {}, "Tools"),
     el("div", { class: "cards" },
       el("div", { class: "card" }, el("b", {}, data.tools.length), "catalogued"),
-      el("div", { class: "card" }, el("b", {}, enabled.length), "enabled"),
-      el("div", { class: "card" }, el("b", {}, fmt.int(enabled.reduce((s, t) => s + t.tokens, 0))), "tokens when all are listed"),
+      el("div", { class: "card", id: "enabled-count" }, el("b", {}, enabled.length + data.builtins.count),
+        `listed: ${enabled.length} enabled + ${data.builtins.count} built-ins`),
+      el("div", { class: "card", id: "listed-tokens" },
+        el("b", {}, fmt.int(enabled.reduce((s, t) => s + t.tokens, 0) + data.builtins.tokens)),
+        "tokens when all are listed (built-ins included, as on Profiles)"),
     ),
     form, results, el("h2", {}, "Every tool"), el("div", { class: "toolbar" }, filter));
   const body = el("tbody");
@@ -433,11 +447,13 @@ function timelineChart(timeline) {
   const span = points.length ? points[points.length - 1].start - points[0].start + timeline.bucket_s : 0;
   const every = Math.max(1, Math.ceil(points.length / 6));
   const day = { month: "short", day: "numeric" }, clock = { hour: "2-digit", minute: "2-digit" };
-  for (let i = 0; i < points.length; i += every) {
+  // counted back from the last bar, so the rightmost label is the bar that holds now (today), not one
+  // `every` bars before it
+  for (let i = points.length - 1; i >= 0; i -= every) {
     const d = new Date(points[i].start * 1000);
     const text = timeline.bucket_s >= 86400 ? d.toLocaleDateString([], day)
       : span > 86400 ? d.toLocaleString([], { ...day, ...clock }) : d.toLocaleTimeString([], clock);
-    node.append(svg("text", { x: left + i * step, y: height - 6, class: "tick" }, text));
+    node.append(svg("text", { x: left + i * step, y: height - 6, class: "tick", "data-start": points[i].start }, text));
   }
   return node;
 }
