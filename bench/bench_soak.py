@@ -60,7 +60,12 @@ async def soak(minutes: float, workers: int) -> dict[str, Any]:
     deadline = started + minutes * 60
     counts["healthy errors"] = 0
     async with serve(home, timeout=60) as s:
-        (gateway,) = [p for p in descendants(s.pid) if _parent(p) == s.pid]  # s.pid is its supervisor
+        # s.pid is its supervisor: under it, the `coffer serve` front and (re-parented to it) the engine,
+        # which is the gateway; in-process, the front is
+        children = [p for p in descendants(s.pid) if _parent(p) == s.pid]
+        gateway = next(
+            (p for p in children if b"coffer.engine" in Path(f"/proc/{p}/cmdline").read_bytes()), children[0]
+        )
 
         async def healthy(worker: int) -> None:
             i = 0
