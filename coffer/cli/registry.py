@@ -139,6 +139,7 @@ def show(
     entry = snap.servers.get(name) if snap is not None else None
     data = cfg.to_dict(mask=True) | state | {"tools": tools, "catalogued": entry is not None and not entry.error}
     data["list_error"] = entry.error if entry is not None else None
+    data["listed_for"] = list(entry.told) if entry is not None else None
     how = sessions.decide(cfg, entry.seen if entry is not None else ())
     data["share"] = {"mode": how.mode, "why": how.reason}
     data["confinement"] = _confinement(cfg)
@@ -159,6 +160,21 @@ def show(
         "confinement",
         "sandbox",
         "code_mode",
+        "listed_for",
+    )
+    told = data.get("listed_for")
+    listed = (
+        []
+        if told is None
+        else [
+            (
+                "tools listed for",
+                "a client that declared "
+                + (", ".join(told) if told else "none of sampling, elicitation, roots")
+                + ": a server may list some tools only for clients that can take them, so its count follows the"
+                " client that listed it last",
+            )
+        ]
     )
     code_mode = (
         f"scripts may call {policy.describe(cfg)} ({len(allowed)} of {len(tools)})"
@@ -170,6 +186,7 @@ def show(
         [("state", _state_text(data)), ("share", f"{how.mode} ({how.reason})" + (_OWN if how.per_session else ""))]
         + (explain.lines(cfg) if confinement else [])
         + [(k, v) for k, v in data.items() if k not in hidden]
+        + listed
         + [("code mode", code_mode), ("launch", cfg.launch_line())],
         title=name,
     )

@@ -197,6 +197,9 @@ def server_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
             data["script_tools"] = scripts
             data["tokens"] = sum(tool_tokens([t.wire for t in on]))
         data["list_error"] = entry.error if entry is not None else None
+        # what the client that listed it last declared: a server may list some tools only for clients that
+        # can take them (sampling, elicitation, roots), so its count follows that client
+        data["listed_for"] = list(entry.told) if entry is not None else None
         rows.append(data)
     return rows
 

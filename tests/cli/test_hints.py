@@ -56,3 +56,11 @@ def test_a_bad_choice_lists_the_choices_in_plain_words(cli: CliRunner) -> None:
     result = run_cli(cli, "search", "x", "--ranker", "foo", code=2)
     assert "'foo' is not one of 'hybrid', 'bm25', 'semantic'" in result.stderr  # type: ignore[attr-defined]
     assert "Value error" not in result.stderr  # type: ignore[attr-defined]
+
+
+def test_show_says_what_a_tool_count_depends_on(cli: CliRunner, coffer_home: Path) -> None:
+    from tests.fixtures.gateway_harness import FIXTURE
+
+    run_cli(cli, "add", "alpha", "--", sys.executable, str(FIXTURE), "--mode", "normal", "--name", "alpha")
+    out = " ".join(run_cli(cli, "show", "alpha").stdout.split())  # type: ignore[attr-defined]
+    assert "tools listed for a client that declared" in out and "follows the client that listed it last" in out
