@@ -51,3 +51,4 @@ m0002_trust_version  # unused function (coffer/trust/pinschema.py:55)
 reset  # unused function (coffer/trust/redact.py:97)
 resource_templates  # unused variable (coffer/vault/catalogue.py:66)
 ablated  # used by the eval harness (evals/ablate.py), outside coffer/
+format_commands  # click calls it to write `coffer -h`'s command list (coffer/cli/_app.py)
