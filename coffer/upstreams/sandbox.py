@@ -50,6 +50,7 @@ NETGATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netgate.py")
 LOCKDOWN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lockdown.py")
 # Devices a confined server may write under Landlock alone (bubblewrap gives it a /dev of its own).
 DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty", "/dev/ptmx", "/dev/pts")
+_CERTS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
 _XDG = ("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR")
 
 
@@ -289,6 +290,7 @@ def prepare(cfg: ServerConfig, policy: Policy, program: str, env: dict[str, str]
         own = [*runtimes.program_dirs(sys.executable, None), os.path.dirname(NETGATE)]
     read = [*runtimes.system_dirs(), "/dev", "/proc", *runtimes.program_dirs(program, env.get("PATH")), *own]
     read += [*policy.code, *policy.read]
+    read += [env[k] for k in _CERTS if env.get(k, "").startswith("/")]  # a corporate CA outside /etc is read
     secrets = secret_places()
     named = [p for p in (*policy.named, *roots) if not any(runtimes.within(os.path.realpath(p), s) for s in secrets)]
     write = [home, tmp, *named, *policy.write]

@@ -287,8 +287,17 @@ def test_a_server_gets_its_own_home_cwd_and_caches(
     (tmp_path / "home").mkdir()
     found = sandbox.Support("/usr/bin/bwrap" if mechanism == "bubblewrap" else None, 7, True)
     monkeypatch.setattr(sandbox, "support", lambda: found)
-    env = {"PATH": "/usr/bin", "XDG_CACHE_HOME": "/srv/cache", "XDG_RUNTIME_DIR": "/run/user/0"}
+    ca = tmp_path / "corp" / "ca.pem"  # a company's CA where the user keeps it: read, as TLS needs it
+    ca.parent.mkdir()
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    env = {
+        "PATH": "/usr/bin",
+        "XDG_CACHE_HOME": "/srv/cache",
+        "XDG_RUNTIME_DIR": "/run/user/0",
+        "SSL_CERT_FILE": str(ca),
+    }
     start = sandbox.prepare(cfg(sys.executable, "-c", "pass"), sandbox.Policy(), sys.executable, env)
+    assert start.visible(str(ca)) and not start.writable(str(ca)) and not start.visible(str(ca.parent / "other"))
     assert start.cwd == start.home and start.writable(start.home) and start.writable(start.tmp)
     assert "XDG_CACHE_HOME" not in start.env and "XDG_RUNTIME_DIR" not in start.env
     assert start.env["TMPDIR"] == start.tmp and os.stat(start.home).st_mode & 0o777 == 0o700
