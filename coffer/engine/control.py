@@ -1,8 +1,11 @@
-"""Asking a running engine what it holds (`coffer status`) or to stop (`coffer status --stop`)."""
+"""Asking a running engine what it holds (`coffer status`), to stop (`coffer status --stop`), or to take a
+session's values of the variables its servers need (`handed_env`, `engine_differs`)."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -71,8 +74,6 @@ def engine_differs() -> list[str] | None:
     """For `coffer call` and `doctor`, which run servers in their own process: hand a running engine this
     shell's values (it adopts what it lacks, as from a session) and return the names it holds with other
     values; None when no engine runs. Never raises: a check beside the command's own work."""
-    from coffer.engine.front import handed_env
-
     try:
         answer = _ask({"coffer": "env", "env": handed_env()}, reply=True)
     except OSError:
@@ -90,3 +91,26 @@ def differs_note(names: list[str] | None) -> str | None:
         f"note: the engine behind `coffer serve` has other values for {', '.join(names)} than this shell, and its "
         "servers use its own: where they fail and this command's work, `coffer status --stop` restarts it"
     )
+
+
+def handed_env() -> dict[str, str]:
+    """What this session hands the engine: the values it has of the variables the vault's servers
+    reference (`${VAR}` in env and headers), of those a server's runtime needs (certificates, proxies,
+    locale, PATH: `RUNTIME_ENV`) and of those the engine reads at its start (`STARTUP_ENV`).
+    Sent over the 0600 socket to the user's own engine; never logged."""
+    from coffer.errors import CofferError
+    from coffer.upstreams.transport import RUNTIME_ENV
+    from coffer.vault import registry
+
+    names = {*place.STARTUP_ENV, *RUNTIME_ENV, "PATH"}
+    try:
+        reg = registry.load()
+    except CofferError:
+        reg = None
+    for cfg in reg.servers.values() if reg is not None else ():
+        for value in (*cfg.env.values(), *cfg.headers.values()):
+            names.update(n for n in _REF.findall(value) if not n.startswith("secret:"))
+    return {name: os.environ[name] for name in sorted(names) if name in os.environ}
+
+
+_REF = re.compile(r"\$\{([^}]+)\}")

@@ -115,29 +115,6 @@ def _last_line(path: Path) -> str:
     return "no error was logged"
 
 
-def handed_env() -> dict[str, str]:
-    """What this session hands the engine: the values it has of the variables the vault's servers
-    reference (`${VAR}` in env and headers), of those a server's runtime needs (certificates, proxies,
-    locale, PATH: `RUNTIME_ENV`) and of those the engine reads at its start (`STARTUP_ENV`).
-    Sent over the 0600 socket to the user's own engine; never logged."""
-    from coffer.errors import CofferError
-    from coffer.upstreams.transport import RUNTIME_ENV
-    from coffer.vault import registry
-
-    names = {*place.STARTUP_ENV, *RUNTIME_ENV, "PATH"}
-    try:
-        reg = registry.load()
-    except CofferError:
-        reg = None
-    for cfg in reg.servers.values() if reg is not None else ():
-        for value in (*cfg.env.values(), *cfg.headers.values()):
-            names.update(n for n in _REF.findall(value) if not n.startswith("secret:"))
-    return {name: os.environ[name] for name in sorted(names) if name in os.environ}
-
-
-_REF = re.compile(r"\$\{([^}]+)\}")
-
-
 class LineEnds:
     """The lines of a byte stream as it passes, each as its first and last `EDGE` bytes and its size:
     what tells its id, without holding a 50 MB line."""
@@ -188,7 +165,7 @@ class Front:
 
     def __init__(self, profile: str | None) -> None:
         self.header = json.dumps({"coffer": "front", "version": 1, "profile": profile, "pid": os.getpid()})
-        self.env = handed_env()
+        self.env = control.handed_env()
         self.handshake: list[bytes] = []  # the host's initialize and initialized lines, to replay
         self.init_id: object = None
         self._pending = b""
