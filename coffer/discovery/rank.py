@@ -9,9 +9,13 @@ re-tokenising and re-embedding them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from coffer.discovery import cache
 from coffer.ranking.docs import Doc
+
+if TYPE_CHECKING:
+    from coffer.ranking import Ranker
 
 
 @dataclass(frozen=True)
@@ -30,9 +34,21 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     if not rows:
         return [], 0
     docs = [Doc(id=str(rowid), name=short, text=text) for rowid, short, text in rows]
-    result = Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True).search(query, k)
+    ranker = Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True)
+    if _knows_nothing_of(ranker, query):
+        return [], len(rows)  # not one of its words is in any entry: what meaning alone finds is noise
+    result = ranker.search(query, k)
     found = cache.by_rowid([int(doc.id) for doc, _ in result.hits])
     return [Hit(found[int(doc.id)], score) for doc, score in result.hits if int(doc.id) in found], len(rows)
+
+
+def _knows_nothing_of(ranker: Ranker, query: str) -> bool:
+    """Every word of the query that could match (three letters or more) is one no cached entry holds."""
+    from coffer.ranking.tokenize import tokenize
+
+    words = {t for t in tokenize(query) if len(t) >= 3}
+    unknown = set(ranker.unmatched(query))
+    return bool(words) and words <= unknown
 
 
 def suggest(query: str, unknown: list[str], registries: list[str], k: int = 3) -> list[dict[str, str]]:

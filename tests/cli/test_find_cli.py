@@ -42,6 +42,14 @@ def test_find_ranks_by_what_servers_do(cli: CliRunner, reg: RecordedRegistry) ->
     assert f"{reg.url}: {len(recorded())} servers, read just now" in table
 
 
+def test_find_says_when_nothing_fits(cli: CliRunner, reg: RecordedRegistry) -> None:
+    """Words no registry server holds find nothing (not the ten nearest by meaning alone), and say so."""
+    assert found(cli, "xqzvt blorfing glimbart", "--registry", reg.url) == []
+    said = run_cli(cli, "find", "xqzvt blorfing glimbart", "--registry", reg.url, "--offline").stdout  # type: ignore[attr-defined]
+    assert "nothing in" in said and "matches 'xqzvt blorfing glimbart'" in said
+    assert found(cli, "open a pull request xqzvt", "--registry", reg.url)[0] == "io.github.github/github-mcp-server"
+
+
 def test_find_works_offline_from_the_cache_and_marks_installed(cli: CliRunner, reg: RecordedRegistry) -> None:
     url = reg.url
     run_cli(cli, "find", "time", "--registry", url, "--refresh")
