@@ -198,7 +198,6 @@ class Engine:
             elif held != value:
                 differs.append(name)
         if adopted:  # what failed for want of it may start now: a missing variable, a certificate, a runtime
-            self.gateway.pool.retry_failed("missing_secret")
             self.gateway.pool.retry_down()
         return sorted(differs)
 

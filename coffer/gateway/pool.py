@@ -193,19 +193,11 @@ class Pool:
             child.host = host if child._one_host else None
             child.sync((self._configs[n] for n in child.own if n in self._configs), start=False)
 
-    def retry_failed(self, error_class: str) -> None:
-        """Start again the upstreams that failed for good with `error_class` (a variable that was
-        missing and is now there): here and in every session's pool."""
-        for _, up in self.every():
-            if up.state is State.FAILED and up.error_class == error_class:
-                up.retry()
-
     def retry_down(self) -> None:
         """Start again, now, every upstream that is down or failed (the engine gained what a start may have
         lacked: a certificate, a proxy, a runtime on PATH), here and in every session's pool."""
         for _, up in self.every():
-            if up.state in (State.DOWN, State.FAILED):
-                up.retry_now()
+            up.retry()  # a no-op for one that is not down or failed
 
     def resync(self) -> None:
         """Decide the share modes again (a server was seen asking for roots outside a call)."""

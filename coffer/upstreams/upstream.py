@@ -166,13 +166,8 @@ class Upstream:
         self.pool.spawn(self._run)
 
     def retry(self) -> None:
-        """A failure that was for good may not be any more (what it lacked is there): start afresh."""
-        if self.state is State.FAILED and not self._stopping:
-            self.state, self.failures, self.retry_at = State.IDLE, 0, 0.0
-            self.start()
-
-    def retry_now(self) -> None:
-        """Down or failed for a cause that may be mended now: start afresh, backoff forgotten."""
+        """A failure, for good or backing off, may not be any more (what it lacked is there): start
+        afresh, its backoff forgotten."""
         if self.state in (State.DOWN, State.FAILED) and not self._stopping:
             self.state, self.failures, self.retry_at = State.IDLE, 0, 0.0
             self.start()
