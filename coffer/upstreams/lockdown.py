@@ -170,9 +170,9 @@ def split(argv: list[str]) -> tuple[dict[str, Any], list[str]] | None:
     return None
 
 
-def main(args: list[str]) -> NoReturn:
-    rules: dict[str, Any] = json.loads(args[0])
-    argv = args[2:] if len(args) > 2 and args[1] == "--" else args[1:]
+def become(rules: dict[str, Any], argv: list[str]) -> NoReturn:
+    """Confine this process by `rules`, then become `argv`: exit 126 when it cannot be confined, 127
+    when the program cannot run (this launcher's and the supervisor's one way in)."""
     problem = confine(rules)
     if problem is not None:
         os.write(2, f"coffer: {problem} ({argv[0]})\n".encode())
@@ -182,6 +182,11 @@ def main(args: list[str]) -> NoReturn:
     except OSError as exc:
         os.write(2, f"coffer: cannot run {argv[0]}: {exc.strerror}\n".encode())
     os._exit(127)
+
+
+def main(args: list[str]) -> NoReturn:
+    argv = args[2:] if len(args) > 2 and args[1] == "--" else args[1:]
+    become(json.loads(args[0]), argv)
 
 
 if __name__ == "__main__":

@@ -99,11 +99,7 @@ def _exec_server(libc: Any, argv: list[str]) -> NoReturn:
         spec.loader.exec_module(lockdown)
         found = lockdown.split(argv)
         if found is not None:
-            rules, argv = found
-            problem = lockdown.confine(rules)
-            if problem is not None:
-                os.write(2, f"coffer: {problem} ({argv[0]})\n".encode())
-                os._exit(126)
+            lockdown.become(*found)
     try:
         os.execv(argv[0], argv)
     except OSError as exc:
