@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 
+from coffer.upstreams import runtimes
 from coffer.upstreams.sandbox import Start
 
 _PATH = re.compile(r"(?<![\w:/.])(/[\w.@+~-][^\s'\"`,;:()\[\]{}<>]*)")
@@ -62,7 +63,6 @@ def _on_host(path: str) -> bool:
 
 
 def _quote(path: str) -> str:
-    home = os.path.expanduser("~")
-    if path.startswith(home + os.sep):
-        return "~/" + shlex.quote(path[len(home) + 1 :])
-    return shlex.quote(path)
+    """The path as a command line takes it: `~/...` where it is under the home directory."""
+    shown = runtimes.tilde(path)
+    return "~/" + shlex.quote(shown[2:]) if shown.startswith("~/") else shlex.quote(shown)

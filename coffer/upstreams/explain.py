@@ -29,11 +29,15 @@ def access(cfg: ServerConfig) -> dict[str, Any]:
         program = shutil.which(program, path=env.get("PATH")) or program
     home = str(paths.data_dir() / "sandbox" / cfg.name / "home")
     runtime = [d for d in runtimes.program_dirs(program, env.get("PATH")) if os.path.exists(d)] if program else []
-    reads = ["the system (/usr, /etc, ...)", *(_tilde(p) for p in runtime), *(_tilde(p) for p in policy.code)]
-    reads += [_tilde(p) + " (granted)" for p in policy.read]
-    writes = [f"its own home {_tilde(home)} (its HOME, cwd and package cache)", "a private temp"]
-    writes += [_tilde(p) + " (named on its launch line)" for p in policy.named]
-    writes += [_tilde(p) + " (granted)" for p in policy.write]
+    reads = [
+        "the system (/usr, /etc, ...)",
+        *(runtimes.tilde(p) for p in runtime),
+        *(runtimes.tilde(p) for p in policy.code),
+    ]
+    reads += [runtimes.tilde(p) + " (granted)" for p in policy.read]
+    writes = [f"its own home {runtimes.tilde(home)} (its HOME, cwd and package cache)", "a private temp"]
+    writes += [runtimes.tilde(p) + " (named on its launch line)" for p in policy.named]
+    writes += [runtimes.tilde(p) + " (granted)" for p in policy.write]
     if policy.network == "none":
         network = "no network"
     elif policy.network == "all":
@@ -70,8 +74,3 @@ def lines(cfg: ServerConfig) -> list[tuple[str, str]]:
         ("may write", "; ".join(seen["writes"])),
         ("may reach", seen["network"]),
     ]
-
-
-def _tilde(path: str) -> str:
-    home = os.path.expanduser("~")
-    return "~" + path[len(home) :] if path == home or path.startswith(home + os.sep) else path

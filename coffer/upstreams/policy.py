@@ -134,7 +134,7 @@ def policy_for(cfg: ServerConfig) -> Policy:
             write=tuple(expand(p, cfg) for p in raw.get("write", ())),
             named=named,
             code=code,
-            ports=_unique((*ports, *(int(p) for p in raw.get("ports", ())))),
+            ports=runtimes.unique((*ports, *(int(p) for p in raw.get("ports", ())))),
             why="its own [servers.NAME] sandbox table",
         )
     known = _known(cfg)
@@ -147,7 +147,7 @@ def policy_for(cfg: ServerConfig) -> Policy:
 def _with_runner_hosts(cfg: ServerConfig, hosts: tuple[str, ...]) -> tuple[str, ...]:
     """A host list for a server started by npx or uvx: its runner's own registry hosts too."""
     runner = os.path.basename(cfg.command or "")
-    return _unique((*hosts, *RUNNER_HOSTS.get(runner, ())))
+    return runtimes.unique((*hosts, *RUNNER_HOSTS.get(runner, ())))
 
 
 def expand(path: str, cfg: ServerConfig) -> str:
@@ -156,10 +156,6 @@ def expand(path: str, cfg: ServerConfig) -> str:
     if not os.path.isabs(expanded):
         expanded = os.path.join(cfg.cwd or os.getcwd(), expanded)
     return os.path.normpath(expanded)
-
-
-def _unique(items: Any) -> tuple[Any, ...]:
-    return tuple(dict.fromkeys(items))
 
 
 _CODE = (".py", ".js", ".mjs", ".cjs", ".ts", ".sh", ".jar", ".exe")
@@ -192,7 +188,7 @@ def _named(cfg: ServerConfig) -> tuple[tuple[str, ...], tuple[str, ...], tuple[i
             found.append(path)
         elif not os.path.exists(path) and _creatable_in(os.path.dirname(path)):
             found.append(os.path.dirname(path))
-    return _unique(found), _unique(code), _unique(ports)
+    return runtimes.unique(found), runtimes.unique(code), runtimes.unique(ports)
 
 
 def _local_port(value: str) -> int | None:

@@ -22,7 +22,9 @@ import json
 import os
 import re
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
+from typing import TypeVar
 
 # The operating system: readable by every confined server (what exists of it here).
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt", "/sys", "/nix", "/snap")
@@ -50,6 +52,7 @@ MANAGERS = (
 )
 _BIN = ("bin", "sbin", "shims", "Scripts")
 _PROJECT = ("package.json", "pyproject.toml", "setup.py", "node_modules", "Cargo.toml", "go.mod")
+T = TypeVar("T")
 _PYTHON = re.compile(r"^python(\d(\.\d+)?)?$")
 
 
@@ -57,24 +60,43 @@ def home() -> str:
     return os.path.realpath(os.path.expanduser("~"))
 
 
+def unique(items: Iterable[T]) -> tuple[T, ...]:
+    """`items` without repeats, in their first order."""
+    return tuple(dict.fromkeys(items))
+
+
+def tilde(path: str) -> str:
+    """A path under the user's home as `~/...`, as a person writes it."""
+    user = os.path.expanduser("~")
+    return "~" + path[len(user) :] if path == user or path.startswith(user + os.sep) else path
+
+
 def within(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip(os.sep) + os.sep)
 
 
-def system_dirs() -> list[str]:
-    """The OS directories present here, plus where /etc/resolv.conf really lives (systemd's /run)."""
+@functools.cache
+def system_dirs() -> tuple[str, ...]:
+    """The OS directories present here, plus where /etc/resolv.conf really lives (systemd's /run): read
+    once per process, as every start and every runtime lookup asks."""
     found = [d for d in SYSTEM if os.path.lexists(d)]
     resolv = os.path.realpath("/etc/resolv.conf")
     if os.path.exists(resolv) and not any(within(resolv, d) for d in found):
         found.append(os.path.dirname(resolv))
-    return found
+    return tuple(found)
+
+
+@functools.cache
+def _system_real() -> tuple[str, ...]:
+    """The system directories as real paths (merged /usr: /lib is /usr/lib)."""
+    return tuple(os.path.realpath(d) for d in system_dirs() if os.path.isdir(d))
 
 
 def runtime_root(path: str) -> str | None:
     """The directory that holds `path`'s runtime; None where the system already covers it. Never the
     home directory or an ancestor of it, and never a whole `~/.local`."""
     path = os.path.realpath(path)
-    if any(within(path, os.path.realpath(d)) for d in system_dirs() if os.path.isdir(d)):
+    if any(within(path, d) for d in _system_real()):
         return None
     user = home()
     for manager in MANAGERS:

@@ -240,14 +240,15 @@ class Start:
             out.append("--unshare-net")
         user = os.path.expanduser("~")
         binds: list[tuple[str, str, str]] = []  # (how, source, target)
-        for path in runtimes.system_dirs():
+        system = runtimes.system_dirs()
+        for path in system:
             if os.path.islink(path):
                 out += ["--symlink", os.readlink(path), path]
             else:
                 binds.append(("--ro-bind", path, path))
         binds.append(("--bind", self.home, user))  # its own home, where the user's was
         granted_write = [p for p in self.write if p not in (self.home, *DEVICES)]
-        binds += [("--ro-bind", p, p) for p in self.read if p not in runtimes.system_dirs() and p not in DEVICES]
+        binds += [("--ro-bind", p, p) for p in self.read if p not in system and p not in DEVICES]
         binds += [("--bind", p, p) for p in granted_write]
         binds = [b for b in binds if b[1] not in ("/dev", "/proc")]
         binds.sort(key=lambda b: (b[2].count(os.sep), b[2]))  # parents before what is bound inside them
@@ -316,7 +317,16 @@ def prepare(cfg: ServerConfig, policy: Policy, program: str, env: dict[str, str]
         os.getcwd() if any(runtimes.within(os.getcwd(), p) for p in (*policy.named, *policy.code)) else home
     )
     return Start(
-        mechanism, policy, home, tmp, cwd, _unique(read), _unique(write), inside, _ports(policy, mechanism), env
+        mechanism,
+        policy,
+        home,
+        tmp,
+        cwd,
+        list(runtimes.unique(read)),
+        list(runtimes.unique(write)),
+        inside,
+        _ports(policy, mechanism),
+        env,
     )
 
 
@@ -353,10 +363,6 @@ def _carve(path: str, secrets: list[str]) -> list[str]:
     for entry in entries:
         out += _carve(os.path.join(path, entry), secrets)
     return out
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
 
 
 def cleanup(start: Start) -> None:
