@@ -13,7 +13,6 @@ from typing import Any
 from coffer.upstreams import runtimes, sandbox
 from coffer.upstreams.policy import WEB_PORTS, policy_for
 from coffer.upstreams.transport import child_env
-from coffer.vault import paths
 from coffer.vault.registry import ServerConfig
 
 
@@ -27,8 +26,8 @@ def access(cfg: ServerConfig) -> dict[str, Any]:
     program = cfg.command or ""
     if os.sep not in program:
         program = shutil.which(program, path=env.get("PATH")) or program
-    home = str(paths.data_dir() / "sandbox" / cfg.name / "home")
-    runtime = [d for d in runtimes.program_dirs(program, env.get("PATH")) if os.path.exists(d)] if program else []
+    home = str(sandbox.home_path(cfg.name))
+    runtime = [d for d in sandbox.runtime_reads(program, env) if os.path.exists(d)] if program else []
     reads = [
         "the system (/usr, /etc, ...)",
         *(runtimes.tilde(p) for p in runtime),

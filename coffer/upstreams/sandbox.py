@@ -171,9 +171,14 @@ def _int_file(path: str) -> int | None:
         return None
 
 
+def home_path(name: str) -> Path:
+    """Where a server's own home is (made by `home_of` at its first start)."""
+    return paths.data_dir() / "sandbox" / name / "home"
+
+
 def home_of(name: str) -> Path:
     """A server's own home: private (0700) and persistent across starts, never the user's."""
-    path = paths.data_dir() / "sandbox" / name / "home"
+    path = home_path(name)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     for folder in (path.parent.parent, path.parent, path):
         os.chmod(folder, 0o700)
@@ -182,7 +187,7 @@ def home_of(name: str) -> Path:
 
 def forget(name: str) -> None:
     """A removed server's home goes with it."""
-    shutil.rmtree(paths.data_dir() / "sandbox" / name, ignore_errors=True)
+    shutil.rmtree(home_path(name).parent, ignore_errors=True)
 
 
 @dataclass
@@ -278,6 +283,13 @@ class Start:
         return line
 
 
+def runtime_reads(program: str, env: dict[str, str]) -> list[str]:
+    """What `program` needs to read beyond the system to run at all: its runtime's folders, and the CA
+    files its environment names (a company's CA outside /etc)."""
+    certs = [env[k] for k in _CERTS if env.get(k, "").startswith("/")]
+    return [*runtimes.program_dirs(program, env.get("PATH")), *certs]
+
+
 def prepare(cfg: ServerConfig, policy: Policy, program: str, env: dict[str, str], roots: tuple[str, ...] = ()) -> Start:
     """Everything a confined start of `cfg` needs, made: its home, a private temp, the paths it may read
     and write, its ports, its environment and working directory. `roots`: a session's declared roots,
@@ -289,9 +301,7 @@ def prepare(cfg: ServerConfig, policy: Policy, program: str, env: dict[str, str]
     own: list[str] = []  # the filtering proxy's forwarder runs inside bubblewrap, on this interpreter
     if mechanism == "bubblewrap" and isinstance(policy.network, tuple):
         own = [*runtimes.program_dirs(sys.executable, None), os.path.dirname(NETGATE)]
-    read = [*runtimes.system_dirs(), "/dev", "/proc", *runtimes.program_dirs(program, env.get("PATH")), *own]
-    read += [*policy.code, *policy.read]
-    read += [env[k] for k in _CERTS if env.get(k, "").startswith("/")]  # a corporate CA outside /etc is read
+    read = [*runtimes.system_dirs(), "/dev", "/proc", *runtime_reads(program, env), *own, *policy.code, *policy.read]
     secrets = secret_places()
     named = [p for p in (*policy.named, *roots) if not any(runtimes.within(os.path.realpath(p), s) for s in secrets)]
     write = [home, tmp, *named, *policy.write]
