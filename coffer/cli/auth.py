@@ -55,24 +55,17 @@ def call(
         raise UsageError(f"arguments are not JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(args, dict):
         raise UsageError('arguments must be a JSON object, e.g. \'{"path": "README.md"}\'')
+    from coffer.engine import control
+
     result = manage_auth.call(tool, args)
-    _engine_note()
+    if note := control.engine_env_note():
+        render.warn(note)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "tool": tool, "result": result})
     else:
         render.text(_text_of(result))
     if result.get("isError"):
         raise typer.Exit(1)
-
-
-def _engine_note() -> None:
-    """Where a running engine's environment differs from this shell's, say so (its servers may fail where
-    this command's work)."""
-    from coffer.engine import control
-
-    note = control.differs_note(control.engine_differs())
-    if note is not None:
-        render.warn(note)
 
 
 def _text_of(result: dict[str, Any]) -> str:

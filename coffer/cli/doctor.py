@@ -39,9 +39,10 @@ def doctor(
     total = len([c for c in reg.enabled_servers() if not servers or c.name in servers])
     with render.progress(total, "starting") as advance:
         report = doc.diagnose(jobs, lambda name, ok, summary: advance(name), only=servers)
-    from coffer.cli.auth import _engine_note
+    from coffer.engine import control
 
-    _engine_note()
+    if note := control.engine_env_note():
+        render.warn(note)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, **report.to_dict()})
     else:

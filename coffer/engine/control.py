@@ -1,5 +1,5 @@
 """Asking a running engine what it holds (`coffer status`), to stop (`coffer status --stop`), or to take a
-session's values of the variables its servers need (`handed_env`, `engine_differs`)."""
+session's values of the variables its servers need (`handed_env`, `engine_env_note`)."""
 
 from __future__ import annotations
 
@@ -70,21 +70,16 @@ def stop(registry: Path | None = None) -> bool:
     return _ask({"coffer": "stop"}, reply=False, registry=registry) is not None
 
 
-def engine_differs() -> list[str] | None:
+def engine_env_note() -> str | None:
     """For `coffer call` and `doctor`, which run servers in their own process: hand a running engine this
-    shell's values (it adopts what it lacks, as from a session) and return the names it holds with other
-    values; None when no engine runs. Never raises: a check beside the command's own work."""
+    shell's values (it adopts what it lacks, as from a session); the line to print when it holds other
+    values for some of them, else None (none differ, or no engine runs). Never raises: a check beside the
+    command's own work."""
     try:
         answer = _ask({"coffer": "env", "env": handed_env()}, reply=True)
     except OSError:
         return None
-    if answer is None:
-        return None
-    return [n for n in answer.get("differs") or [] if isinstance(n, str)]
-
-
-def differs_note(names: list[str] | None) -> str | None:
-    """The line `call` and `doctor` print when the engine's environment is not theirs."""
+    names = [n for n in (answer or {}).get("differs") or [] if isinstance(n, str)]
     if not names:
         return None
     return (
