@@ -76,8 +76,8 @@ def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     from coffer.manage.tools import code_mode_on
     from coffer.upstreams import explain
 
-    rows = server_rows()
     reg = registry.load()
+    rows = server_rows(reg)
     for row in rows:
         cfg = reg.servers.get(row["name"])
         row["sandbox"] = explain.lines(cfg) if cfg is not None and not cfg.url else []
