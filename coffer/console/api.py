@@ -140,8 +140,9 @@ def tools(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     from coffer.manage.tools import tool_rows
     from coffer.results.tokens import tool_tokens
 
-    defs = tool_definitions(policy.enabled(registry.load().settings))
-    return {"tools": tool_rows(), "builtins": {"count": len(defs), "tokens": sum(tool_tokens(defs))}}
+    reg = registry.load()
+    defs = tool_definitions(policy.enabled(reg.settings))
+    return {"tools": tool_rows(reg), "builtins": {"count": len(defs), "tokens": sum(tool_tokens(defs))}}
 
 
 def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
