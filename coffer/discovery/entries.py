@@ -15,7 +15,7 @@ PUBLISHER_META = "io.modelcontextprotocol.registry/publisher-provided"
 NAME_RE = re.compile(r"^[A-Za-z0-9.-]+/[A-Za-z0-9._-]+$")  # reverse-DNS namespace / server
 # words that say nothing about what a server does, dropped from short names ("github-mcp-server" -> github)
 _FILLER = ("mcp", "server", "servers", "model", "context", "protocol")
-_NAMESPACE_FILLER = {"io", "com", "org", "net", "dev", "ai", "app", "co", "github", "gitlab", "mcp", "www"}
+_NAMESPACE_FILLER = {"mcp", "www", "coffer"}  # publishers whose name says nothing of a server
 
 
 class DiscoveryError(CofferError):
@@ -149,6 +149,25 @@ def _publisher_meta(meta: dict[str, Any]) -> tuple[list[Tool], list[str]]:
     return list(tools.values()), list(dict.fromkeys(hosts))
 
 
+def publisher(name: str) -> str:
+    """Who publishes under `name`'s namespace, as the registry verified it: the GitHub account of
+    `io.github.ACCOUNT/...`, else the domain's own label (`com.figma.mcp/mcp` -> figma)."""
+    labels = name.split("/", 1)[0].lower().split(".")
+    if labels[:2] in (["io", "github"], ["io", "gitlab"]) and len(labels) > 2:
+        return labels[2]
+    return labels[1] if len(labels) > 1 else labels[0]
+
+
+def first_party(name: str) -> bool:
+    """Whether the server is its publisher's own product: the namespace's owner is what the server is
+    named for (`com.stripe/mcp`, `io.github.grafana/mcp-grafana`), not a third party's server for it
+    (`io.github.someone/stripe-mcp`)."""
+    owner = re.sub(r"[^a-z0-9]", "", publisher(name))
+    words = {re.sub(r"[^a-z0-9]", "", w) for w in re.split(r"[-_.]", short_name(name))}
+    server_part = re.sub(r"[^a-z0-9]", "", name.rsplit("/", 1)[-1].lower())
+    return bool(owner) and (owner in words or server_part.startswith(owner) or server_part.endswith(owner))
+
+
 def short_name(name: str) -> str:
     """A vault name for a registry name: `io.github.github/github-mcp-server` -> github,
     `io.github.modelcontextprotocol/server-time` -> time, `com.neon/mcp` -> neon."""
@@ -157,9 +176,9 @@ def short_name(name: str) -> str:
         words.pop(0)
     while words and words[-1] in _FILLER:
         words.pop()
-    if not words:  # the server part said nothing: the namespace's most specific label does
-        labels = [w for w in name.split("/", 1)[0].lower().split(".") if w not in _NAMESPACE_FILLER]
-        words = re.split(r"[^a-z0-9]+", labels[-1] if labels else "server")
+    if not words:  # the server part said nothing (`com.gitlab/mcp`): its publisher does
+        owner = publisher(name)
+        words = re.split(r"[^a-z0-9]+", owner if owner not in _NAMESPACE_FILLER else "server")
     short = "-".join(w for w in words if w)[:20].strip("-")
     return short if short and short != "coffer" else "server"
 

@@ -8,24 +8,45 @@ re-tokenising and re-embedding them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coffer.discovery import cache
+from coffer.discovery.entries import Entry, as_dict, first_party, publisher
 from coffer.ranking.docs import Doc
+from coffer.ranking.tokenize import tokenize
 
 if TYPE_CHECKING:
     from coffer.ranking import Ranker
 
 
+# What the registry says of a server beyond its words, as factors on its score (names why each is there)
+NAMED_OWN = 1.3  # the product the query names, published by its maker (`com.stripe/mcp` for "stripe")
+OWN = 1.1  # a maker's own server for its product, though the query does not name the maker
+DEPRECATED = 0.5  # its publisher says to move off it
+NOT_RUNNABLE = 0.85  # it lists ways to run it, none of which Coffer can use here (sse only, nuget, mcpb)
+POOL = 60  # how many of the ranker's best are weighed, folded and cut down to k
+GOOD, PARTIAL = 0.6, 0.3  # the share of the query's words (by idf) a server must hold to fit, or fit in part
+CLOSE = 0.75  # a score this near the best one's is a fit in part, whatever words it holds
+UNKNOWN = 0.5  # a query whose weight is mostly in words no server holds asks for what is not there
+RUNNABLE = ("npm", "pypi", "oci", "remote:streamable-http")
+
+
 @dataclass(frozen=True)
 class Hit:
-    row: cache.Row
+    entry: Entry
     score: float
+    fit: str  # good | partial | loose (meaning only: shown where nothing holds the query's words)
+    also: tuple[str, ...] = ()  # near-duplicates folded into this one (the same code or the same words)
 
 
 def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int]:
-    """The k best cached entries for `query` across `registries`, and how many were searched."""
+    """The k best cached entries for `query` across `registries` that fit it, and how many were searched.
+
+    The vault's ranker finds candidates by words and meaning; they are then weighed by what the registry
+    says of each (who publishes it, whether it is kept up, whether it runs here), near-duplicates are
+    folded, and what holds too little of the query is cut: none at all when nothing fits."""
     from coffer.ranking import Ranker
     from coffer.vault import paths
 
@@ -37,15 +58,83 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     ranker = Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True)
     if _knows_nothing_of(ranker, query):
         return [], len(rows)  # not one of its words is in any entry: what meaning alone finds is noise
-    result = ranker.search(query, k)
-    found = cache.by_rowid([int(doc.id) for doc, _ in result.hits])
-    return [Hit(found[int(doc.id)], score) for doc, score in result.hits if int(doc.id) in found], len(rows)
+    scored = {int(doc.id): score for doc, score in ranker.search(query, max(POOL, 3 * k)).hits}
+    index_of = {doc.id: n for n, doc in enumerate(ranker.docs)}
+    makers = [i for i, name in cache.published_by(_words(query), registries) if i not in scored and first_party(name)]
+    makers = [i for i in makers if str(i) in index_of]  # the maker's own server, wherever the words put it
+    scored.update(zip(makers, ranker.scores_of(query, [index_of[str(i)] for i in makers]), strict=True))
+    ids = list(scored)
+    covered = ranker.coverage(query, [index_of[str(i)] for i in ids])
+    if covered.unknown_share >= UNKNOWN:
+        return [], len(rows)  # the query is mostly words no server holds: what it asks for is not here
+    best = max(scored.values())
+    close = [scored[i] >= CLOSE * best for i in ids]
+    fits = dict(zip(ids, map(_fit_word, covered.shares, covered.key_held, close), strict=True))
+    found = cache.entries_at(ids)
+    named = set(_words(query))
+    weighed = [(found[i], score * _standing(found[i], named), fits[i]) for i, score in scored.items() if i in found]
+    weighed.sort(key=lambda w: (not (_names_maker(w[0], named) and w[2] != "loose"), -w[1]))
+    folded = _fold(weighed)
+    fitting = [hit for hit in folded if hit[2] != "loose"]
+    if not fitting and not ranker.unmatched(query):
+        fitting = folded  # every word is known, none held together: meaning alone, marked loose
+    hits = [Hit(e, round(s, 4), fit, also) for e, s, fit, also in fitting[:k]]
+    return hits, len(rows)
+
+
+def _names_maker(entry: Entry, named: set[str]) -> bool:
+    """The query names the maker of `entry`, and `entry` is that maker's own server: what the user asked
+    for by name ("in GitLab": GitLab's server), ahead of third parties' servers for it."""
+    return publisher(entry.name) in named and first_party(entry.name)
+
+
+def _standing(entry: Entry, named: set[str]) -> float:
+    """The factor what the registry says of `entry` puts on its score."""
+    factor = 1.0
+    if first_party(entry.name):
+        factor *= NAMED_OWN if _names_maker(entry, named) else OWN
+    if entry.status == "deprecated":
+        factor *= DEPRECATED
+    if entry.kinds and not any(kind in RUNNABLE for kind in entry.kinds):
+        factor *= NOT_RUNNABLE
+    return factor
+
+
+def _fold(weighed: list[tuple[Entry, float, str]]) -> list[tuple[Entry, float, str, tuple[str, ...]]]:
+    """Near-duplicates under the best of them: the same repository (and folder), or the same short name
+    and description (one server republished under several names)."""
+    out: list[tuple[Entry, float, str, list[str]]] = []
+    seen: dict[str, int] = {}
+    for entry, score, fit in weighed:
+        keys = [f"words:{entry.short}:{' '.join(entry.description.lower().split())}"]
+        if entry.repository:
+            folder = str(as_dict(entry.server.get("repository")).get("subfolder") or "")
+            keys.append(f"repo:{entry.repository.lower().removesuffix('.git').rstrip('/')}/{folder}")
+        at = next((seen[key] for key in keys if key in seen), None)
+        if at is not None:
+            out[at][3].append(entry.name)
+            continue
+        for key in keys:
+            seen[key] = len(out)
+        out.append((entry, score, fit, []))
+    return [(e, s, c, tuple(also)) for e, s, c, also in out]
+
+
+def _words(query: str) -> list[str]:
+    """The query's words as a namespace could spell them ("GitLab" -> gitlab, "monday.com" -> monday)."""
+    return list(dict.fromkeys(w for w in re.split(r"[^a-z0-9-]+", query.lower()) if len(w) >= 2))
+
+
+def _fit_word(share: float, key_held: bool, close: bool) -> str:
+    """good: most of the query's words, its most specific among them; partial: that word, a fair share
+    of them, or a meaning close to the best match's."""
+    if share >= GOOD and key_held:
+        return "good"
+    return "partial" if key_held or share >= PARTIAL or close else "loose"
 
 
 def _knows_nothing_of(ranker: Ranker, query: str) -> bool:
     """Every word of the query that could match (three letters or more) is one no cached entry holds."""
-    from coffer.ranking.tokenize import tokenize
-
     words = {t for t in tokenize(query) if len(t) >= 3}
     unknown = set(ranker.unmatched(query))
     return bool(words) and words <= unknown

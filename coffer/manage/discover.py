@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coffer.discovery import cache
-from coffer.discovery.entries import DiscoveryError, Entry
+from coffer.discovery.entries import DiscoveryError, Entry, first_party
 from coffer.discovery.launch import Input, Plan, plan
 from coffer.errors import ConflictError, NotFoundError, UsageError
 from coffer.vault import registry
@@ -81,17 +81,18 @@ def find(query: str, url: str | None = None, k: int = 10, mode: str = "auto") ->
     notes = [] if mode == "offline" else refresh(urls, only_stale=mode == "auto")
     hits, searched = rank(query, urls, k)
     installed = installed_sources()
-    out = []
-    for hit in hits:
-        entry = cache.entry(hit.row.registry, hit.row.name)
-        if entry is not None:
-            out.append(entry.summary(installed.get((hit.row.registry, hit.row.name))) | {"score": round(hit.score, 4)})
+    out = [
+        hit.entry.summary(installed.get((hit.entry.registry, hit.entry.name)))
+        | {"score": hit.score, "fit": hit.fit, "makers_own": first_party(hit.entry.name), "also": list(hit.also)}
+        for hit in hits
+    ]
     states = [
         {"url": s.registry, "entries": s.entries, "refreshed": s.synced_at, "age": _age(s.synced_at)}
         for s in cache.states(urls)
     ]
     if not searched:
         notes.append("the registry cache is empty: run `coffer find --refresh` where the registry can be reached")
+
     return Found(out, searched, states, notes)
 
 

@@ -131,6 +131,19 @@ class BM25Index:
         """Whether any doc holds `term`."""
         return term in self._spans
 
+    def holding(self, term: str) -> np.ndarray:
+        """The ids of the docs that hold `term` (none for an unknown term)."""
+        lo, hi = self._spans.get(term, (0, 0))
+        return self._docs[lo:hi]
+
+    def idf(self, term: str) -> float:
+        """The term's Lucene idf; an unknown term weighs as one held by no doc (the most)."""
+        import math
+
+        lo, hi = self._spans.get(term, (0, 0))
+        df = hi - lo
+        return math.log1p((self.n_docs - df + 0.5) / (df + 0.5))
+
     def scores(self, query_terms: Sequence[str], weights: dict[str, float] | None = None) -> np.ndarray:
         """Score of every doc for the query (0.0 where no query term occurs); repeats count once, and
         `weights` scales a term's contribution (the query's action, a mapped synonym)."""

@@ -58,6 +58,17 @@ def _unweighted(params: BM25Params | None) -> BM25Params:
     return dataclasses.replace(base, fields={k: FieldSpec(1.0, f.b) for k, f in base.fields.items()})
 
 
+@dataclass(frozen=True)
+class Coverage:
+    """What docs hold of a query's words: per doc, the share of the words the docs know (`shares`) and
+    whether it holds the most specific of them (`key_held`: "postgres" in "query a postgres database");
+    and the share of the query's weight in words no doc holds (`unknown_share`)."""
+
+    shares: list[float]
+    key_held: list[bool]
+    unknown_share: float
+
+
 class Ranker:
     """Ranks a fixed list of docs. Build once per catalogue; `search` is read-only and thread-safe.
 
@@ -196,6 +207,37 @@ class Ranker:
             for t in rw.terms
             if rw.weights.get(t, 1.0) >= 1.0 and t not in action and len(t) >= 3 and not self.index.bm25.knows(t)
         ]
+
+    def scores_of(self, query: str, ids: list[int]) -> list[float]:
+        """The scores `search` gives the docs at `ids` (implied needs aside), wherever they rank."""
+        if self.rules.glossary:
+            query = translate(query, keep_original=not self.english_docs)
+        total = self.parts(query)["total"]
+        return [float(total[i]) for i in ids]
+
+    def coverage(self, query: str, ids: list[int]) -> Coverage:
+        """How much of the query the docs at `ids` hold, by the words' idf (the action's weight applied):
+        what `coffer find` calls a fit, where a score alone only orders."""
+        import numpy as np
+
+        if self.rules.glossary:
+            query = translate(query, keep_original=not self.english_docs)
+        rw = rewrite(query, vocabulary=self.rules.vocabulary)
+        bm25 = self.index.bm25
+        own = [t for t in dict.fromkeys(rw.terms) if rw.weights.get(t, 1.0) >= 0.5 and len(t) >= 2]
+        weights = {t: bm25.idf(t) * min(rw.weights.get(t, 1.0), 1.0) for t in own}
+        known = {t: w for t, w in weights.items() if bm25.knows(t)}
+        total, known_total = sum(weights.values()), sum(known.values())
+        wanted = np.asarray(ids, dtype=np.int64)
+        held = np.zeros(len(ids), dtype=np.float64)
+        for term, weight in known.items():
+            held += weight * np.isin(wanted, bm25.holding(term))
+        key = max(known, key=known.__getitem__) if known else None
+        return Coverage(
+            shares=[float(v) / known_total if known_total else 0.0 for v in held],
+            key_held=[bool(v) for v in np.isin(wanted, bm25.holding(key))] if key else [False] * len(ids),
+            unknown_share=1.0 - known_total / total if total else 0.0,
+        )
 
     def search(self, query: str, k: int = 5, explain: bool = False) -> RankResult:
         """The k best docs for `query`, best first, never a zero-score doc; `explain` adds each hit's

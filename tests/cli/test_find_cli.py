@@ -46,7 +46,7 @@ def test_find_says_when_nothing_fits(cli: CliRunner, reg: RecordedRegistry) -> N
     """Words no registry server holds find nothing (not the ten nearest by meaning alone), and say so."""
     assert found(cli, "xqzvt blorfing glimbart", "--registry", reg.url) == []
     said = run_cli(cli, "find", "xqzvt blorfing glimbart", "--registry", reg.url, "--offline").stdout  # type: ignore[attr-defined]
-    assert "nothing in" in said and "matches 'xqzvt blorfing glimbart'" in said
+    assert "nothing in" in said and "fits 'xqzvt blorfing glimbart'" in said
     assert found(cli, "open a pull request xqzvt", "--registry", reg.url)[0] == "io.github.github/github-mcp-server"
 
 
