@@ -53,6 +53,29 @@ def recorded_cache(path: Path = REGISTRY_FILE) -> Iterator[int]:
                 os.environ["COFFER_HOME"] = old
 
 
+_WORDS: list[Any] = []
+
+
+def recorded_words() -> Any:
+    """coffer.discovery.world's counts over the recorded registry, as a cache of it would give them;
+    None where the recording is absent."""
+    if not available():
+        return None
+    if not _WORDS:
+        from coffer.discovery import world
+        from coffer.discovery.entries import DiscoveryError, parse_item
+
+        rows = []
+        for line in REGISTRY_FILE.open(encoding="utf-8"):
+            try:
+                e = parse_item(json.loads(line), RECORDED_URL)
+            except DiscoveryError:
+                continue
+            rows.append((e.name, e.short, e.title, e.text()))
+        _WORDS.append(world.count(rows))
+    return _WORDS[0]
+
+
 def asks() -> list[dict[str, Any]]:
     with (DATA_DIR / "find-asks" / "queries.jsonl").open(encoding="utf-8") as fh:
         return [json.loads(line) for line in fh if line.strip()]

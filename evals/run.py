@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from coffer.discovery.world import THRESHOLD
 from evals import datasets, metrics
 
 SUITES = ("tool_search", "ask", "find")
@@ -24,6 +25,7 @@ RANKERS = ("bm25", "semantic", "hybrid")  # the default path (CI): BM25 and the 
 OPTIONAL_RANKERS = ("semantic-minilm", "hybrid-minilm")
 BASELINE = Path(__file__).parent / "baseline.json"
 K = 10
+CURVE = (0.3, 0.4, 0.5, 0.6, 0.74, 0.8, 1.0)
 
 
 def make_ranker(
@@ -64,10 +66,12 @@ def evaluate(
     n = len(ds.queries)
     row: dict[str, Any] = {"dataset": ds.name, "ranker": mode, "ran": ranker.ranker, "queries": n}
     row.update({name: round(100.0 * value / n, 1) if n else 0.0 for name, value in totals.items()})
-    # abstention: out-of-vault queries answered with nothing (right), in-vault ones (wrong)
+    # abstention: out-of-vault queries answered with nothing (right), in-vault ones (wrong); with the
+    # recorded registry as the cache where it is here (coffer.discovery.world), as the gateway abstains
     outside = datasets.out_of_vault(ds)
-    wrong = sum(not ranker.search(q.text, K).hits for q in ds.queries)
-    right = sum(not ranker.search(q, K).hits for q in outside)
+    elsewhere = world_evidence(ds, ranker)
+    wrong = sum(not ranker.search(q.text, K).hits or elsewhere(q.text) > THRESHOLD for q in ds.queries)
+    right = sum(not ranker.search(q, K).hits or elsewhere(q) > THRESHOLD for q in outside)
     row["wrong_abstain"] = round(100.0 * wrong / max(n, 1), 1)
     row["abstain"] = round(100.0 * right / len(outside), 1) if outside else None
     row["out_of_vault"] = len(outside)
@@ -78,6 +82,35 @@ def evaluate(
     if ranker.note:
         row["ranker_note"] = ranker.note
     return row
+
+
+def world_evidence(ds: datasets.Dataset, ranker: Any) -> Any:
+    """query -> its strongest evidence of asking for a service the vault lacks (0.0 without the registry)."""
+    from coffer.discovery import world
+    from evals.find import recorded_words
+
+    known = recorded_words()
+    if known is None:
+        return lambda query: 0.0
+    texts = (f"{t.name} {t.description} {json.dumps(t.input_schema)}" for t in ds.tools)
+    knows = world.vault_vocabulary(texts, ranker.knows_word)
+    return lambda query: max((v for _, v in world.services(query, knows, known)), default=0.0)
+
+
+def abstention_curve(names: list[str], cache_dir: Path | None) -> list[dict[str, Any]]:
+    """Wrong abstention (in-vault asks) and abstention (out-of-vault asks) at each threshold of the
+    registry's evidence, per set, with the hybrid ranker: what THRESHOLD was chosen from."""
+    per_set = []
+    for name in names:
+        ds = datasets.load(name)
+        evidence = world_evidence(ds, make_ranker(ds, "hybrid", cache_dir))
+        per_set.append((name, [evidence(q.text) for q in ds.queries], [evidence(q) for q in datasets.out_of_vault(ds)]))
+    rows = []
+    for th in CURVE:
+        wrong = {n: round(100.0 * sum(v > th for v in inside) / len(inside), 1) for n, inside, _ in per_set}
+        right = {n: round(100.0 * sum(v > th for v in out) / max(len(out), 1), 1) for n, _, out in per_set}
+        rows.append({"threshold": th, "wrong_abstain": wrong, "abstain": right})
+    return rows
 
 
 def evaluate_steps(
@@ -162,6 +195,25 @@ def _render(rows: list[dict]) -> None:
         render.say(note)
 
 
+def _render_curve(curve: list[dict[str, Any]]) -> None:
+    from coffer.cli import render
+
+    sets = list(curve[0]["abstain"])
+    render.table(
+        ["threshold", "wrong abst. (worst set)", "abstain (least set)", *(f"{n}: wrong / abst." for n in sets)],
+        [
+            [
+                f"{row['threshold']:.2f}" + (" (shipped)" if row["threshold"] == THRESHOLD else ""),
+                f"{max(row['wrong_abstain'].values()):.1f}",
+                f"{min(row['abstain'].values()):.1f}",
+                *(f"{row['wrong_abstain'][n]:.1f} / {row['abstain'][n]:.1f}" for n in sets),
+            ]
+            for row in curve
+        ],
+        title="abstention from the registry's names (the recorded registry as the cache), hybrid, percent",
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m evals.run", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=SUITES, action="append", help="suite to run (default: all)")
@@ -200,6 +252,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = run(names, rankers, full=args.full, cache_dir=Path(tmp), implied=not args.no_implied)
         _render(rows)
         payload["results"] = rows
+        from evals.find import available
+
+        if available():
+            curve = abstention_curve(names, None)
+            _render_curve(curve)
+            payload["abstention_curve"] = curve
         if args.write_baseline:
             keep = ("dataset", "ranker", "queries", *metrics.METRICS)
             # not the /steps view, nor the optional rankers CI cannot run

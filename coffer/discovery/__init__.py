@@ -6,7 +6,8 @@ Modules:
     client    `RegistryClient`: the API's pages (with `updated_since`) and one server's versions
     cache     the latest entries of each registry in one SQLite file, refreshed incrementally
     launch    `Plan`: which package or remote runs, pinned, and the inputs it needs
-    rank      `find`: the vault's own ranker over the cache, installed servers marked
+    rank      `find`: the vault's own ranker over the cache, weighed by publisher, upkeep and runnability
+    world     which words name servers: how the gateway tells a service the vault lacks from an argument
 
 The use cases (`coffer find`, `add NAME`, `outdated`, `upgrade`) are `coffer.manage.discover`'s.
 Imports the vault (paths, names), ranking (the one ranker) and errors; nothing above them.

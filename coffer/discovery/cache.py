@@ -164,6 +164,15 @@ def index_rows(registries: list[str], texts: bool = True) -> list[tuple[int, str
         ).fetchall()
 
 
+def name_rows(registries: list[str]) -> list[tuple[str, str, str, str]]:
+    """(name, short, title, text) of every cached entry of these registries: what names servers."""
+    marks = ",".join("?" * len(registries))
+    with _open() as conn:
+        return conn.execute(
+            f"SELECT name, short, title, text FROM entries WHERE +registry IN ({marks})", registries
+        ).fetchall()
+
+
 def entries_at(ids: list[int]) -> dict[int, Entry]:
     """The entries at these row ids, parsed: what `find` weighs beyond words (publisher, status, kinds)."""
     marks = ",".join("?" * len(ids))

@@ -271,12 +271,13 @@ async def search_tools(
         return text_result({"tools": [], "total_searched": 0})
     from coffer.ranking import cached_ranker, docs_from_tools
 
-    def rank() -> tuple[Any, list[str], list[dict[str, str]], dict[tuple[str, str, str], int]]:
+    def rank() -> tuple[Any, list[str], list[dict[str, str]], dict[tuple[str, str, str], int], list[str]]:
         docs = docs_from_tools(visible)
         ranker = cached_ranker(
             docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key, implied_needs=True, english_docs=True
         )
-        unknown = ranker.unmatched(query) if registries else []
+        elsewhere = _asks_elsewhere(query, visible, catalogue_key, ranker, registries)
+        unknown = elsewhere or (ranker.unmatched(query) if registries else [])
         offers: list[dict[str, str]] = []
         if unknown:
             from coffer.discovery.rank import suggest
@@ -295,9 +296,9 @@ async def search_tools(
             for doc, _ in every.search(query, k).hits:
                 if doc.id in why:
                     counted[why[doc.id]] = counted.get(why[doc.id], 0) + 1
-        return ranker.search(query, k), unknown, offers, counted
+        return ranker.search(query, k), unknown, offers, counted, elsewhere
 
-    res, unknown, offers, counted = await anyio.to_thread.run_sync(rank)
+    res, unknown, offers, counted, elsewhere = await anyio.to_thread.run_sync(rank)
     by_name = {t.name: t for t in visible}
     tools = [
         {
@@ -317,6 +318,14 @@ async def search_tools(
     tools.sort(key=lambda t: "unavailable" in t)  # what a call can reach first, in rank order
     payload: dict[str, Any] = {"tools": tools, "total_searched": res.total}
     notes = []
+    if elsewhere:  # it asks for a service the vault lacks: what ranks first here would not serve it
+        payload["tools"] = []
+        payload["closest"] = [{"name": t["name"], "score": t["score"]} for t in tools[:3]]
+        notes.append(
+            f"Nothing in this vault serves {', '.join(repr(w) for w in _words_of(query, elsewhere))}: no tool is "
+            "returned. 'closest' names what ranked first here, in case the user meant it."
+        )
+        tools = []
     if any("unavailable" in t for t in tools):
         notes.append("Tools marked 'unavailable' belong to a server that is down now: a call fails until it starts.")
     if counted:
@@ -331,7 +340,7 @@ async def search_tools(
             )
             + " (the user can run it)."
         )
-    if any(doc.id in hidden for doc, _ in res.hits):
+    if tools and any(doc.id in hidden for doc, _ in res.hits):
         notes.append(f"Tools marked via {CALL} are not in your tool list: call them with {CALL}(name, arguments).")
     if offers:
         payload["registry"] = offers
@@ -346,11 +355,35 @@ async def search_tools(
 
 
 def _words_of(query: str, terms: list[str]) -> list[str]:
-    """The query's own words behind these BM25 terms ("Slack" for "slack", "messages" for "messag")."""
+    """The query's own words behind these BM25 terms or words ("Slack" for "slack", "messages" for "messag")."""
     from coffer.ranking.tokenize import tokenize
 
-    words = [w for w in re.findall(r"[A-Za-z0-9]+", query) if set(tokenize(w)) & set(terms)]
+    words = [w for w in re.findall(r"[A-Za-z0-9]+", query) if w.lower() in terms or set(tokenize(w)) & set(terms)]
     return list(dict.fromkeys(words)) or terms
+
+
+_VOCABULARIES: dict[str, Callable[[str], bool]] = {}
+
+
+def _asks_elsewhere(
+    query: str, visible: Sequence[CatalogueTool], key: str, ranker: Any, registries: Sequence[str]
+) -> list[str]:
+    """The query's words that ask for a service the vault lacks, by the registry cache's names
+    (coffer.discovery.world); none without a cache. The vault's words are read once per catalogue."""
+    if not registries:
+        return []
+    from coffer.discovery import world
+
+    known = world.words(list(registries))
+    if known is None:
+        return []
+    knows = _VOCABULARIES.get(key)
+    if knows is None:
+        texts = (f"{t.name} {t.description} {json.dumps(t.input_schema)}" for t in visible)
+        knows = _VOCABULARIES[key] = world.vault_vocabulary(texts, ranker.knows_word)
+        while len(_VOCABULARIES) > 8:  # a few catalogues (profiles) at a time
+            _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
+    return world.asks_elsewhere(query, knows, known)
 
 
 async def ask(ctx: Any, args: dict[str, Any], servers: list[str]) -> dict[str, Any]:

@@ -208,6 +208,13 @@ class Ranker:
             if rw.weights.get(t, 1.0) >= 1.0 and t not in action and len(t) >= 3 and not self.index.bm25.knows(t)
         ]
 
+    def knows_word(self, word: str) -> bool:
+        """Whether the docs hold `word` as the index reads words (its stems, all of them)."""
+        from coffer.ranking.tokenize import tokenize
+
+        terms = tokenize(word)
+        return bool(terms) and all(self.index.bm25.knows(t) for t in terms)
+
     def scores_of(self, query: str, ids: list[int]) -> list[float]:
         """The scores `search` gives the docs at `ids` (implied needs aside), wherever they rank."""
         if self.rules.glossary:

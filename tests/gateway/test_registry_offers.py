@@ -3,14 +3,19 @@ without Figma), from the registry cache only: no request reaches the registry on
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from coffer.discovery import cache
+from coffer.discovery.entries import parse_item
 from tests.fixtures.gateway_harness import add_fixture, serve
-from tests.fixtures.registry_server import RecordedRegistry
+from tests.fixtures.registry_server import WORLD, RecordedRegistry
+
+RECORDED = "https://registry.modelcontextprotocol.io"  # the recording's registry (never reached: the cache only)
 
 pytestmark = pytest.mark.anyio
 
@@ -41,3 +46,30 @@ async def test_search_names_registry_servers_for_what_the_vault_lacks(coffer_hom
             known = await search(s, "echo some text")  # every word is the vault's: no offer
             assert "registry" not in known and known["tools"][0]["name"] == "alpha__echo"
             assert reg.requests == []  # the cache only: never the network on the call path
+
+
+@pytest.mark.skipif(not WORLD.exists(), reason=f"the recorded registry is not here: {WORLD}")
+async def test_search_abstains_when_the_query_asks_for_a_service_the_registry_knows(coffer_home: Path) -> None:
+    """With the official registry (as recorded) cached, an ask for a service no tool here serves gets no
+    tools, what ranked closest, and the registry's servers for it; an argument word that names no server
+    ("Paris") does not stop the vault's own tool from answering."""
+    add_fixture(coffer_home, "alpha")
+    text = (coffer_home / "coffer.toml").read_text()
+    (coffer_home / "coffer.toml").write_text(f'[registries]\nofficial = "{RECORDED}"\n\n{text}')
+    entries = [parse_item(json.loads(line), RECORDED) for line in WORLD.open(encoding="utf-8")]
+    cache.store(entries, RECORDED)
+    async with serve(coffer_home) as s:
+        for _ in range(50):  # the upstream's tools are listed once it is up
+            if (await search(s, "echo some text"))["tools"]:
+                break
+            await anyio.sleep(0.1)
+        slack = await search(s, "send a message on Slack to the #general channel")
+        assert slack["tools"] == [] and slack.get("closest"), slack
+        assert slack["registry"] and all("slack" in o["name"].lower() + o["about"].lower() for o in slack["registry"])
+        assert "Nothing in this vault serves 'Slack'" in slack["note"]
+        jira = await search(s, "create a Jira ticket for the login bug")
+        assert jira["tools"] == [] and any("jira" in o["name"].lower() for o in jira["registry"])
+        paris = await search(s, "echo the text Paris back")
+        assert paris["tools"][0]["name"] == "alpha__echo" and "closest" not in paris
+        plain = await search(s, "add two numbers")
+        assert plain["tools"][0]["name"] == "alpha__add"

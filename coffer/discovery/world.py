@@ -1,0 +1,128 @@
+"""What the registry knows of the world: which words name servers. A query word that no tool in the vault
+holds but that names servers in the registry cache ("Slack", "Jira") says the user asks for a service the
+vault lacks; one that names none ("Paris", "Bob") is an argument. The registry is the list: no service
+name is written in the code.
+
+A word's evidence is how much of its use in the registry is as a server's name: the servers whose name
+holds it, over the entries whose words hold it at all (plus `SMOOTH`, so a word met once weighs little),
+doubled where the query spells it as a name is spelled (a capital inside the sentence: "on Slack",
+"HubSpot"). Past `THRESHOLD`, `coffer__search_tools` answers no tools and names the registry's servers
+for it. Measured over every eval set (evals/README.md): the curve, and why the ranker's own evidence
+(what the best tool holds of the rest of the query) is not in it.
+
+The counts are built once per cache generation and kept beside the cache (a few hundred KB), so the call
+path reads a file, never the registry and never 30,000 rows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from coffer.ranking.tokenize import STOPWORDS
+
+SMOOTH = 3.0
+SPELLED_AS_NAME = 2.0
+THRESHOLD = 0.74  # the highest abstention with at most 2% wrong on every in-vault eval set
+_WORD = re.compile(r"[A-Za-z0-9]+")
+_SENTENCE_END = re.compile(r"[.!?:]\s*$")
+
+
+@dataclass(frozen=True)
+class Words:
+    """How many cached servers' names hold each word, and how many entries hold it anywhere."""
+
+    named: dict[str, int]
+    used: dict[str, int]
+
+    def evidence(self, word: str, as_name: bool) -> float:
+        """How strongly `word` names a service rather than being an everyday word or an argument."""
+        named = self.named.get(word, 0)
+        if not named:
+            return 0.0
+        return named / (self.used.get(word, named) + SMOOTH) * (SPELLED_AS_NAME if as_name else 1.0)
+
+
+def count(entries: Iterable[tuple[str, str, str, str]]) -> Words:
+    """Words from (registry name, short name, title, text) rows: a name's words are its short name's,
+    its server part's and its title's (not its publisher's: adding them lowered abstention at 2%
+    wrong from 45 to 39 on the eval sets)."""
+    named: Counter[str] = Counter()
+    used: Counter[str] = Counter()
+    for name, short, title, text in entries:
+        words = set(_lower_words(f"{short} {name.rsplit('/', 1)[-1]} {title}"))
+        named.update(words)
+        used.update(words | set(_lower_words(text)))
+    return Words(dict(named), dict(used))
+
+
+def words(registries: list[str]) -> Words | None:
+    """The counts for the cached entries of `registries`, built once per cache generation; None when
+    nothing was ever cached."""
+    from coffer.discovery import cache
+
+    if not registries or not cache.cache_path().exists():
+        return None
+    return _load(tuple(registries), cache.generation(registries))
+
+
+@lru_cache(maxsize=4)
+def _load(registries: tuple[str, ...], generation: str) -> Words | None:
+    from coffer.discovery import cache
+    from coffer.vault import paths
+    from coffer.vault.fsutil import atomic_write
+
+    where = paths.cache_dir() / f"registry-words-{generation}.json"
+    try:
+        saved = json.loads(where.read_text(encoding="utf-8"))
+        return Words(saved["named"], saved["used"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    rows = cache.name_rows(list(registries))
+    if not rows:
+        return None
+    built = count(rows)
+    for old in paths.cache_dir().glob("registry-words-*.json"):
+        old.unlink(missing_ok=True)
+    atomic_write(where, json.dumps({"named": built.named, "used": built.used}), mode=0o644)
+    return built
+
+
+def services(query: str, vault_knows: Callable[[str], bool], known: Words) -> list[tuple[str, float]]:
+    """The query's words that no tool in the vault knows and that name servers in the registry, with
+    their evidence, strongest first."""
+    out: dict[str, float] = {}
+    for match in _WORD.finditer(query):
+        raw = match.group()
+        word = raw.lower()
+        if len(word) < 3 or word in STOPWORDS or word.isdigit() or vault_knows(word):
+            continue
+        inside = match.start() > 0 and not _SENTENCE_END.search(query[: match.start()])
+        as_name = inside and any(c.isupper() for c in raw)  # "on Slack", "HubSpot": spelled as a name
+        strength = known.evidence(word, as_name)
+        if strength > out.get(word, 0.0):
+            out[word] = strength
+    return sorted(out.items(), key=lambda kv: -kv[1])
+
+
+def asks_elsewhere(query: str, vault_knows: Callable[[str], bool], known: Words | None) -> list[str]:
+    """The words by which `query` asks for a service the vault lacks (past THRESHOLD); empty when it
+    does not, or when no registry was ever cached."""
+    if known is None:
+        return []
+    return [word for word, strength in services(query, vault_knows, known) if strength > THRESHOLD]
+
+
+def vault_vocabulary(texts: Iterable[str], stem_known: Callable[[str], bool]) -> Callable[[str], bool]:
+    """Whether the vault's tools know a word: as written in their names, descriptions and schemas, or
+    as a stem their index holds ("messages": messag); "HubSpot" known as "hub" and "spot" is not "hubspot"."""
+    raw = {w for text in texts for w in _lower_words(text)}
+    return lambda word: word in raw or stem_known(word)
+
+
+def _lower_words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
