@@ -58,6 +58,7 @@ def coffer_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     """Autouse: even a test that forgets to ask for it never reads or writes the user's real vault."""
     home = tmp_path / "vault"
     monkeypatch.setenv("COFFER_HOME", str(home))
+    monkeypatch.setenv("COFFER_REGISTRY_REFRESH", "off")  # no gateway reaches the real registry from a test
     yield home
     _stop_engine(home)
 

@@ -82,6 +82,10 @@ def _show(report: object) -> None:
         render.say(f"tool names served by several servers (exposed apart, but easy to confuse): {shared}")
     c = report.confinement
     render.say(f"confinement: {c['describe']}")
+    cached = report.registry_cache
+    for reg in cached.get("registries", []):
+        read = f"{reg['entries']} servers, read {reg['age']}" if reg["refreshed"] else "never read"
+        render.say(f"registry cache: {reg['url']}: {read} (background refresh {cached['refresh']})")
     total = report.total_tokens
     costly = ", ".join(f"{s.name} {s.tokens:,} ({100 * s.tokens // max(total, 1)}%)" for s in report.costliest())
     render.say(

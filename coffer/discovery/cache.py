@@ -132,6 +132,25 @@ def _official(e: Entry) -> dict[str, object]:
     return {"status": e.status, "isLatest": e.is_latest, "updatedAt": e.updated_at}
 
 
+STALE_S = 24 * 3600.0  # a cache older than this is read again (by `find`, and by a running gateway)
+
+
+def refresh_wanted(settings: dict[str, object]) -> bool:
+    """Whether a running gateway keeps the registry cache fresh: `[settings] registry_refresh = false`
+    turns it off (`COFFER_REGISTRY_REFRESH=off` too, for a machine that must not reach the registry)."""
+    import os
+
+    if os.environ.get("COFFER_REGISTRY_REFRESH", "").lower() in ("0", "off", "false", "no"):
+        return False
+    return settings.get("registry_refresh", True) is not False
+
+
+def stale(registries: Iterable[str], path: Path | None = None) -> list[str]:
+    """The registries whose cache is older than STALE_S, or that have none."""
+    now = time.time()
+    return [s.registry for s in states(registries, path) if s.synced_at is None or now - s.synced_at >= STALE_S]
+
+
 def states(registries: Iterable[str], path: Path | None = None) -> list[State]:
     with _open(path) as conn:
         out = []

@@ -24,8 +24,6 @@ from coffer.errors import ConflictError, NotFoundError, UsageError
 from coffer.vault import registry
 from coffer.vault.servers import inline
 
-STALE_S = 24 * 3600.0  # a cache older than this is refreshed before `find` (unless offline)
-
 
 @dataclass
 class Found:
@@ -52,7 +50,7 @@ def refresh(urls: list[str], only_stale: bool = False) -> list[str]:
     notes: list[str] = []
     failed = 0
     for state in cache.states(urls):
-        if only_stale and state.synced_at is not None and time.time() - state.synced_at < STALE_S:
+        if only_stale and state.registry not in cache.stale([state.registry]):
             continue
         try:
             _, skipped = cache.refresh(state.registry)
@@ -94,6 +92,19 @@ def find(query: str, url: str | None = None, k: int = 10, mode: str = "auto") ->
         notes.append("the registry cache is empty: run `coffer find --refresh` where the registry can be reached")
 
     return Found(out, searched, states, notes)
+
+
+def cache_report() -> dict[str, Any]:
+    """What `coffer doctor` says of the registry cache: each registry's size and age, and whether a
+    running gateway keeps it fresh."""
+    urls = registry_urls()
+    return {
+        "refresh": "on" if cache.refresh_wanted(registry.load().settings) else "off",
+        "registries": [
+            {"url": s.registry, "entries": s.entries, "refreshed": s.synced_at, "age": _age(s.synced_at)}
+            for s in cache.states(urls)
+        ],
+    }
 
 
 def installed_sources() -> dict[tuple[str, str], str]:

@@ -49,6 +49,7 @@ class Diagnosis:
     builtin_tokens: int
     profiles: dict[str, dict[str, Any]] = field(default_factory=dict)  # tokens each profile advertises
     confinement: dict[str, Any] = field(default_factory=dict)  # what this OS offers (`confinement()`)
+    registry_cache: dict[str, Any] = field(default_factory=dict)  # its age (`discover.cache_report()`)
 
     @property
     def total_tokens(self) -> int:
@@ -73,6 +74,7 @@ class Diagnosis:
             "shared_tool_names": self.shared_names,
             "failed": self.failed,
             "confinement": self.confinement,
+            "registry_cache": self.registry_cache,
         }
 
 
@@ -147,6 +149,9 @@ def diagnose(limit: int | None = None, on_done: Progress | None = None, only: li
     with Pins.open(new_tools="allow") as pins:  # read only: doctor observes nothing
         report = _diagnose(reg, pins, snapshot, enabled, limit, on_done)
     report.confinement = confinement()
+    from coffer.manage.discover import cache_report
+
+    report.registry_cache = cache_report()
     from coffer.manage.profiles import preview
 
     for name in [None, *reg.profiles]:  # what each profile advertises, from the snapshot (no profile: all)

@@ -27,6 +27,11 @@ def test_doctor_takes_the_server_names_an_add_failure_suggests(cli: CliRunner, c
     assert json.loads(failed.stdout)["failed"] == ["two"]  # type: ignore[attr-defined]
     unknown = run_cli(cli, "doctor", "three", code=3)
     assert "unknown server 'three'" in unknown.stderr  # type: ignore[attr-defined]
+    cached = report["registry_cache"]  # how old the cache search abstains from is, and whether it is kept fresh
+    assert cached["refresh"] == "off" and cached["registries"][0]["age"] == "never"  # the tests turn it off
+    done = run_cli(cli, "doctor", "one")
+    said = done.stdout + done.stderr  # type: ignore[attr-defined]
+    assert "registry cache: https://registry.modelcontextprotocol.io: never read (background refresh off)" in said
 
 
 def test_short_help_and_a_word_for_a_person_at_a_terminal(coffer_home: Path) -> None:

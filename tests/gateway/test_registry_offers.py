@@ -73,3 +73,38 @@ async def test_search_abstains_when_the_query_asks_for_a_service_the_registry_kn
         assert paris["tools"][0]["name"] == "alpha__echo" and "closest" not in paris
         plain = await search(s, "add two numbers")
         assert plain["tools"][0]["name"] == "alpha__add"
+
+
+async def test_a_running_gateway_keeps_the_registry_cache_fresh_off_the_call_path(
+    coffer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache abstention and suggestions read is filled in the background (incrementally: what
+    changed since), and `registry_refresh = false` keeps a gateway off the registry."""
+    from coffer.gateway.server import REGISTRY_FIRST_LOOK_S
+
+    monkeypatch.delenv("COFFER_REGISTRY_REFRESH")
+    add_fixture(coffer_home, "alpha")
+    text = (coffer_home / "coffer.toml").read_text()
+    with RecordedRegistry() as reg:
+        (coffer_home / "coffer.toml").write_text(f'[registries]\nofficial = "{reg.url}"\n\n{text}')
+        async with serve(coffer_home, args=("--standalone",)) as s:
+            for _ in range(int(REGISTRY_FIRST_LOOK_S * 10) + 100):
+                if cache.states([reg.url])[0].entries:
+                    break
+                await anyio.sleep(0.1)
+            assert cache.states([reg.url])[0].entries == len(reg.versions)
+            lacking = await search(s, "read a Figma design")
+            assert lacking["registry"][0]["name"] == "io.github.GLips/Figma-Context-MCP"
+        assert all("updated_since" not in r for r in reg.requests)  # the first read: everything
+        reg.requests.clear()
+        (coffer_home / "coffer.toml").write_text(
+            f'[settings]\nregistry_refresh = false\n\n[registries]\nofficial = "{reg.url}"\n\n{text}'
+        )
+        import sqlite3
+
+        with sqlite3.connect(cache.cache_path()) as conn:  # a day old: due again, but turned off
+            conn.execute("UPDATE synced SET at = at - 2 * 86400")
+        async with serve(coffer_home, args=("--standalone",)) as s:
+            await search(s, "read a Figma design")
+            await anyio.sleep(REGISTRY_FIRST_LOOK_S + 1.0)
+        assert reg.requests == []
