@@ -63,6 +63,8 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     makers = [i for i, name in cache.published_by(_words(query), registries) if i not in scored and first_party(name)]
     makers = [i for i in makers if str(i) in index_of]  # the maker's own server, wherever the words put it
     scored.update(zip(makers, ranker.scores_of(query, [index_of[str(i)] for i in makers]), strict=True))
+    if not scored:
+        return [], len(rows)
     ids = list(scored)
     covered = ranker.coverage(query, [index_of[str(i)] for i in ids])
     if covered.unknown_share >= UNKNOWN:
