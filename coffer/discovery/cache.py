@@ -201,16 +201,17 @@ def entries_at(ids: list[int]) -> dict[int, Entry]:
 
 
 def published_by(words: list[str], registries: list[str]) -> list[tuple[int, str]]:
-    """(row id, name) of the entries whose namespace may belong to one of `words` (a domain label or a
-    GitHub account: `com.gitlab/mcp`, `io.github.grafana/...`); the caller checks who publishes each."""
+    """(row id, name) of the entries whose short name starts with one of `words`: where a maker's own
+    server for the product a word names is (`com.gitlab/mcp` is gitlab, `io.github.grafana/mcp-grafana`
+    grafana); the caller checks who publishes each. A range over the short-name index, not a scan."""
     if not words or not registries:
         return []
     marks = ",".join("?" * len(registries))
-    likes = " OR ".join("lower(name) LIKE ? OR lower(name) LIKE ?" for _ in words)
-    patterns = [p for w in words for p in (f"%.{w.lower()}/%", f"%.{w.lower()}.%/%")]
+    ranges = " OR ".join("(short >= ? AND short < ?)" for _ in words)
+    bounds = [b for w in words for b in (w.lower(), w.lower() + "\uffff")]
     with _open() as conn:
         return conn.execute(
-            f"SELECT rowid, name FROM entries WHERE +registry IN ({marks}) AND ({likes})", [*registries, *patterns]
+            f"SELECT rowid, name FROM entries WHERE ({ranges}) AND +registry IN ({marks})", [*bounds, *registries]
         ).fetchall()
 
 
