@@ -26,6 +26,7 @@ SMALLEST: dict[str, list[str]] = {
     "bench_http_clients": ["--calls", "10"],
     "bench_http_peers": ["--rounds", "1", "--calls", "5", "--runs", "1"],
     "bench_import": ["--servers", "20"],
+    "bench_install": ["--sample", "1"],
     "bench_log": [],
     "bench_models": ["--quick"],
     "bench_profiles": [],

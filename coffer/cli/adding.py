@@ -209,6 +209,8 @@ def render_added(added: Any, as_json: bool) -> None:
     elif added.counts is not None:
         kinds = ("tools", "prompts", "resources")
         render.say(f"'{name}' serves " + ", ".join(render.plural(added.counts[k], k.rstrip("s")) for k in kinds))
+    if not as_json and cfg.source and cfg.source.get("mended"):
+        render.say(f"mended the registry's launch line so that it runs ({cfg.source['mended']}): {cfg.launch_line()}")
     if added.failure is not None:
         if as_json:
             raise typer.Exit(added.failure.exit_code)

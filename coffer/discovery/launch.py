@@ -270,3 +270,43 @@ def _default(spec: dict[str, Any]) -> str | None:
 def _choices(spec: dict[str, Any]) -> tuple[str, ...]:
     choices = spec.get("choices")
     return tuple(str(c) for c in choices) if isinstance(choices, list) else ()
+
+
+# uv's own advice when a package's command has another name than the package
+_UV_FROM = re.compile(r"Use `uvx --from (\S+) ([^`\s]+)` instead")
+# a server written for the MCP SDK 1.x, run with 2.x (which uvx resolves when the package does not pin it)
+_MCP_1X = re.compile(
+    r"No module named 'mcp\.|cannot import name '\w+' from 'mcp[.']|'(?:Server|FastMCP)' object has no attribute"
+)
+
+
+@dataclass(frozen=True)
+class Mend:
+    """A launch line changed so that it runs, and why (kept in the entry's `source.mended`)."""
+
+    command: list[str]
+    why: str
+
+
+def mend(command: list[str], failure: str) -> Mend | None:
+    """A uvx launch line that runs where the server's own output (`failure`, its stderr) says how: the
+    package's command by uv's advice (`uvx --from PKG==VER BIN`), or the SDK major it was written for
+    (`--with 'mcp<2'`). None when nothing here is recognised, or it was mended so already."""
+    if not command or command[0] != "uvx":
+        return None
+    advice = _UV_FROM.search(failure)
+    if advice and "--from" not in command:
+        binary = advice.group(2)
+        at = next((n for n, w in enumerate(command[1:], 1) if not w.startswith("-")), None)
+        if at is not None and re.fullmatch(r"[A-Za-z0-9._-]+", binary):
+            target = command[at]
+            return Mend(
+                [*command[:at], "--from", target, binary, *command[at + 1 :]],
+                f"the package's command is `{binary}`, not its name (uv: use `uvx --from`)",
+            )
+    if _MCP_1X.search(failure) and "mcp<2" not in command:
+        return Mend(
+            [command[0], "--with", "mcp<2", *command[1:]],
+            "written for the MCP SDK 1.x, which it does not pin: run with mcp<2",
+        )
+    return None

@@ -232,8 +232,45 @@ def prepare(
 
 
 def install(prepared: Prepared, probe: bool = True, timeout: float | None = None) -> Any:
-    """Store the secrets, add the server and start it once; undo all of it when it cannot start."""
+    """Store the secrets, add the server and start it once; undo all of it when it cannot start.
+
+    A uvx server that fails in a way its own output explains (its command has another name than its
+    package; it was written for the MCP SDK 1.x) is mended and started again, at most twice, and the
+    entry says so (`source.mended`)."""
+    from coffer.discovery.launch import mend
     from coffer.manage import servers
+
+    command: list[str] | None = None
+    mended: list[str] = []
+    cause = ""
+    for _ in range(3):
+        cfg, stored = _stored(prepared, timeout)
+        if command is not None and cfg.source is not None:
+            cfg.command, cfg.args = command[0], command[1:]
+            cfg.source = {**cfg.source, "mended": "; ".join(mended)}
+        try:
+            added = servers.add(cfg, probe=probe)
+        except BaseException:
+            _forget(stored)
+            raise
+        if added.failure is None:
+            return added
+        cause = added.failure.cause
+        servers.remove_server(cfg.name)  # with the secrets it refers to
+        _forget(stored)
+        fix = mend([cfg.command or "", *cfg.args], "\n".join(added.failure.stderr_tail))
+        if fix is None:
+            break
+        command, mended = fix.command, [*mended, fix.why]
+    tried = f" (mended: {'; '.join(mended)})" if mended else ""
+    raise DiscoveryError(
+        f"{prepared.entry.name} {prepared.entry.version} did not start ({cfg.launch_line()}){tried}: "
+        f"{cause}; nothing was added"
+    )
+
+
+def _stored(prepared: Prepared, timeout: float | None) -> tuple[registry.ServerConfig, list[str]]:
+    """The entry to add, its secrets stored (their references returned, to forget on failure)."""
     from coffer.trust import secrets
 
     stored: list[str] = []
@@ -245,22 +282,13 @@ def install(prepared: Prepared, probe: bool = True, timeout: float | None = None
                 secrets.set_secret(ref, values[i.name])
                 stored.append(ref)
                 values[i.name] = "${secret:" + ref + "}"
-        cfg = Prepared(prepared.entry, prepared.plan, prepared.name, values).config()
-        if timeout is not None:
-            cfg.timeout = timeout
-        added = servers.add(cfg, probe=probe)
     except BaseException:
         _forget(stored)
         raise
-    if added.failure is not None:
-        servers.remove_server(cfg.name)  # with the secrets it refers to
-        _forget(stored)
-        cause = getattr(added.failure, "cause", str(added.failure))
-        raise DiscoveryError(
-            f"{prepared.entry.name} {prepared.entry.version} did not start ({cfg.launch_line()}): {cause}; "
-            "nothing was added"
-        )
-    return added
+    cfg = Prepared(prepared.entry, prepared.plan, prepared.name, values).config()
+    if timeout is not None:
+        cfg.timeout = timeout
+    return cfg, stored
 
 
 def _forget(refs: list[str]) -> None:

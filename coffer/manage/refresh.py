@@ -89,7 +89,9 @@ def probe_and_record(cfg: ServerConfig) -> dict[str, int]:
         if not probe.ok or probe.listing is None:
             catalogue.save_failure(cfg.name, str(probe.error))  # `coffer serve` need not wait for it
             error = str(probe.error)
-            raise UpstreamError(error if error.startswith(f"{cfg.name}:") else f"{cfg.name}: {error}")
+            failed = UpstreamError(error if error.startswith(f"{cfg.name}:") else f"{cfg.name}: {error}")
+            failed.stderr_tail = list(probe.stderr_tail)  # type: ignore[attr-defined]
+            raise failed
         record_listing(
             pins, cfg.name, probe.listing, probe.resources, cfg.exposed_prefix, probe.capabilities, probe.told
         )

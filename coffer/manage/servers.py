@@ -270,9 +270,10 @@ def add(
 class ListingFailed(UpstreamError):
     """Registered, but its first start listed nothing; `cause` is the upstream's own one-line reason."""
 
-    def __init__(self, message: str, cause: str) -> None:
+    def __init__(self, message: str, cause: str, stderr_tail: list[str] | None = None) -> None:
         super().__init__(message)
         self.cause = cause
+        self.stderr_tail = stderr_tail or []  # the server's last lines: what a registry install mends by
 
 
 def _could_not_list(name: str, exc: UpstreamError) -> ListingFailed:
@@ -280,6 +281,7 @@ def _could_not_list(name: str, exc: UpstreamError) -> ListingFailed:
         f"'{name}' is registered, but it could not list its tools: {exc} "
         f"(`coffer doctor {name}` shows why; `coffer remove {name}` undoes the add)",
         str(exc),
+        list(getattr(exc, "stderr_tail", [])),
     )
 
 

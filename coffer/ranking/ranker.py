@@ -8,6 +8,7 @@ rerank passes (coffer.ranking.rerank) -> the top k.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,22 @@ def _unweighted(params: BM25Params | None) -> BM25Params:
     """The same BM25F with every field weighing 1.0 (the `field_weights` rule off)."""
     base = params or BM25Params()
     return dataclasses.replace(base, fields={k: FieldSpec(1.0, f.b) for k, f in base.fields.items()})
+
+
+DEPRECATED = 0.8  # the share of its score a doc that says it is deprecated keeps
+_DEPRECATED_RE = re.compile(r"\bdeprecated\b", re.IGNORECASE)
+
+
+def _standing(docs: Sequence[Doc]) -> np.ndarray | None:
+    """Per doc, the factor on its score: DEPRECATED where its own text says it is deprecated (a server
+    keeps an old tool beside its replacement: filesystem's read_file beside read_text_file); None when
+    no doc says so."""
+    import numpy as np
+
+    marks = [bool(_DEPRECATED_RE.search(d.text[:300])) for d in docs]
+    if not any(marks):
+        return None
+    return np.where(np.asarray(marks), DEPRECATED, 1.0).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -120,6 +137,7 @@ class Ranker:
         self.index = Indexes(self.docs, mode, backend, cache_dir, params, model, docs_key, chunk_weight)
         self.from_snapshot = self.index.from_snapshot  # the indexes came from a snapshot, not a build
         self._fit = NameFit(self.docs, cover=rules.name_cover, families=rules.action_families)
+        self._standing = _standing(self.docs) if rules.deprecated else None
         default_weight = MINILM_BM25_WEIGHT if self.index.dense is not None else BM25_WEIGHT
         self.bm25_weight = default_weight if bm25_weight is None else bm25_weight
 
@@ -178,11 +196,12 @@ class Ranker:
                 self.index.drop_models(str(exc))
                 sem_index = None
         if sem_index is None:
-            lexical_only = self.index.bm25.scores(rw.terms, rw.weights)
+            lexical_only = self._stand(self.index.bm25.scores(rw.terms, rw.weights))
             return {"total": lexical_only, "lexical": lexical_only}
         if dense is not None:
             semantic = (1.0 - MINILM_SHARE) * minmax_normalise(semantic) + MINILM_SHARE * minmax_normalise(dense)
         if self.mode == "semantic":
+            semantic = self._stand(semantic)
             return {"total": semantic, "semantic": semantic}
         lexical = self.index.bm25.scores(rw.terms, rw.weights)
         if dense is not None:
@@ -190,8 +209,11 @@ class Ranker:
         else:
             lex, sem = weighted_shares(lexical, semantic, self.bm25_weight)
         fused = lex + sem
-        total = self._fit(fused, rw)
+        total = self._stand(self._fit(fused, rw))
         return {"total": total, "lexical": lex, "semantic": sem, "name": total - fused}
+
+    def _stand(self, scores: np.ndarray) -> np.ndarray:
+        return scores if self._standing is None else scores * self._standing
 
     def unmatched(self, query: str) -> list[str]:
         """The query's own words (as BM25 terms, its action aside) that no doc holds: what the docs know

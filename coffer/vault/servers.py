@@ -30,6 +30,7 @@ SERVER_KEYS = {
 }
 CODE_MODES = ("read", "all")  # or a list of tool names: coffer.codemode.policy
 SOURCE_KEYS = ("registry", "name", "version")  # where a server installed by `coffer add NAME` came from
+SOURCE_OPTIONAL = ("mended",)  # what Coffer changed in the registry's launch line so that it runs
 
 
 @dataclass
@@ -149,7 +150,10 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         raise RegistryError(f"{where}: servers.{name}.share must be one of {', '.join(SHARE_MODES)}, not '{share}'")
     sandbox = sandbox_from(raw.get("sandbox", "auto"), f"{where}: servers.{name}.sandbox")
     source = want("source", dict, None)
-    if source is not None and (set(source) != set(SOURCE_KEYS) or not all(isinstance(v, str) for v in source.values())):
+    if source is not None and (
+        not set(SOURCE_KEYS) <= set(source) <= {*SOURCE_KEYS, *SOURCE_OPTIONAL}
+        or not all(isinstance(v, str) for v in source.values())
+    ):
         raise RegistryError(f"{where}: servers.{name}.source must be a table of {', '.join(SOURCE_KEYS)} (strings)")
     code_mode = raw.get("code_mode", "read")
     if not (code_mode in CODE_MODES or (isinstance(code_mode, list) and all(isinstance(t, str) for t in code_mode))):
@@ -172,7 +176,7 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         share=share,
         max_result_tokens=cap,
         sandbox=sandbox,
-        source=None if source is None else {k: source[k] for k in SOURCE_KEYS},
+        source=None if source is None else {k: source[k] for k in (*SOURCE_KEYS, *SOURCE_OPTIONAL) if k in source},
         code_mode=code_mode if isinstance(code_mode, str) else list(code_mode),
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
