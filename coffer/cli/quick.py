@@ -154,7 +154,8 @@ def show_find(query: str, url: str | None, limit: int, mode: str, as_json: bool)
     from coffer.cli import render
     from coffer.manage import discover
 
-    found = discover.find(query, url, limit, mode)
+    with render.counting("reading the registry (servers)") as read:
+        found = discover.find(query, url, limit, mode, on_page=read)
     if as_json:
         render.print_json(
             {

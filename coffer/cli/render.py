@@ -124,6 +124,31 @@ def progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
         yield advance
 
 
+@contextlib.contextmanager
+def counting(label: str) -> Iterator[Callable[[int], None]]:
+    """A transient spinner on stderr for work of unknown size (drawn only on a terminal); yields
+    `add(n)`, which counts n more done: "reading the registry: 12,400 servers"."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    console = _console(stderr=True)
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    ) as bar:
+        task = bar.add_task(_clean(label), total=None)
+        done = [0]
+
+        def add(n: int) -> None:
+            done[0] += n
+            bar.update(task, description=_clean(f"{label}: {done[0]:,}"))
+
+        yield add
+
+
 def plural(n: int, word: str) -> str:
     """`1 tool`, `2 tools`, `0 resources`."""
     return f"{n} {word if n == 1 else word + 's'}"

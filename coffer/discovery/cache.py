@@ -12,7 +12,7 @@ import hashlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -107,9 +107,10 @@ def store(entries: Iterable[Entry], registry: str, path: Path | None = None) -> 
     return changed
 
 
-def refresh(registry: str, path: Path | None = None) -> tuple[int, int]:
+def refresh(registry: str, path: Path | None = None, on_page: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Read what changed in `registry` since the last refresh (everything the first time) into the
-    cache. Returns (entries changed, entries skipped as unreadable); raises DiscoveryError when down."""
+    cache; `on_page(n)` is told each page's size (a progress display). Returns (entries changed,
+    entries skipped as unreadable); raises DiscoveryError when down."""
     from coffer.discovery.client import RegistryClient
 
     since = _since(registry, path)
@@ -119,6 +120,8 @@ def refresh(registry: str, path: Path | None = None) -> tuple[int, int]:
         for page in client.pages(updated_since=since or None):
             entries.extend(page.entries)
             skipped += page.skipped
+            if on_page is not None:
+                on_page(len(page.entries) + page.skipped)
     return store(entries, registry, path), skipped
 
 

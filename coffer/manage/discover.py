@@ -44,7 +44,7 @@ def registry_urls(url: str | None = None) -> list[str]:
     return list(dict.fromkeys(registry.load().registries.values()))
 
 
-def refresh(urls: list[str], only_stale: bool = False) -> list[str]:
+def refresh(urls: list[str], only_stale: bool = False, on_page: Callable[[int], None] | None = None) -> list[str]:
     """Bring each registry's cache up to date; a registry that cannot be read leaves its cache as it
     was and is named in the notes returned (raises only when every registry failed and none has a cache)."""
     notes: list[str] = []
@@ -53,7 +53,7 @@ def refresh(urls: list[str], only_stale: bool = False) -> list[str]:
         if only_stale and state.registry not in cache.stale([state.registry]):
             continue
         try:
-            _, skipped = cache.refresh(state.registry)
+            _, skipped = cache.refresh(state.registry, on_page=on_page)
         except DiscoveryError as exc:
             failed += 1
             cached = f"using its cache from {_age(state.synced_at)}" if state.synced_at else "it has no cache yet"
@@ -66,7 +66,9 @@ def refresh(urls: list[str], only_stale: bool = False) -> list[str]:
     return notes
 
 
-def find(query: str, url: str | None = None, k: int = 10, mode: str = "auto") -> Found:
+def find(
+    query: str, url: str | None = None, k: int = 10, mode: str = "auto", on_page: Callable[[int], None] | None = None
+) -> Found:
     """Rank the cached registries for `query`; `mode` "auto" refreshes a cache older than a day first,
     "refresh" always does, "offline" never touches the network."""
     from coffer.discovery.rank import find as rank
@@ -76,7 +78,7 @@ def find(query: str, url: str | None = None, k: int = 10, mode: str = "auto") ->
     if k < 1:
         raise UsageError(f"--limit must be at least 1, got {k}")
     urls = registry_urls(url)
-    notes = [] if mode == "offline" else refresh(urls, only_stale=mode == "auto")
+    notes = [] if mode == "offline" else refresh(urls, only_stale=mode == "auto", on_page=on_page)
     hits, searched = rank(query, urls, k)
     installed = installed_sources()
     out = [

@@ -79,3 +79,11 @@ def test_one_version_by_name_and_a_missing_one(coffer_home: Path) -> None:
             client.version("io.github.nobody/nothing")
         with pytest.raises(DiscoveryError, match=r"version 9\.9\.9"):
             client.version("io.github.github/github-mcp-server", "9.9.9")
+
+
+def test_a_full_read_tells_its_progress_page_by_page(coffer_home: Path) -> None:
+    """`coffer find`'s progress display counts what each page brought (the registry says no total)."""
+    seen: list[int] = []
+    with RecordedRegistry(page_limit=7) as reg:
+        cache.refresh(reg.url, on_page=seen.append)
+    assert len(seen) == -(-len(recorded()) // 7) and sum(seen) == len(recorded())
