@@ -57,12 +57,17 @@ def install(server: dict[str, object], timeout: float) -> tuple[str, str, float]
         argv = [sys.executable, "-m", "coffer", "add", str(server["name"]), "--registry", reg.url]
         argv += ["--timeout", str(timeout), "--json", *inputs]
         t0 = time.perf_counter()
-        try:
-            done = subprocess.run(
-                argv, env=env, capture_output=True, text=True, timeout=timeout + 60, stdin=subprocess.DEVNULL
-            )
-        except subprocess.TimeoutExpired:
-            return "failed", "timed out", time.perf_counter() - t0
+        for _ in range(6):  # a required argument `add` names: given a placeholder too, as a user would
+            try:
+                done = subprocess.run(
+                    argv, env=env, capture_output=True, text=True, timeout=timeout + 60, stdin=subprocess.DEVNULL
+                )
+            except subprocess.TimeoutExpired:
+                return "failed", "timed out", time.perf_counter() - t0
+            needed = re.search(r"give --env (\S+)=VALUE", done.stderr)
+            if done.returncode == 0 or needed is None:
+                break
+            argv += ["--env", f"{needed.group(1)}=example"]
         took = time.perf_counter() - t0
         if done.returncode == 0:
             added = json.loads(done.stdout)["server"]
