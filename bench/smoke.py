@@ -34,6 +34,7 @@ SMALLEST: dict[str, list[str]] = {
     "bench_sandbox": ["--starts", "1", "--calls", "20"],
     "bench_search_cli": ["--runs", "1"],
     "bench_soak": ["--minutes", "0.1", "--workers", "1"],
+    "bench_team": ["--checks", "100"],
 }
 LIMIT_S = 300
 

@@ -33,6 +33,12 @@ def serve(
             help="Run the gateway and every server in this process, not through the vault's shared engine.",
         ),
     ] = False,
+    team: Annotated[
+        bool,
+        typer.Option(
+            "--team", help="With --http: take access tokens from the team's identity provider ([team], docs/team.md)."
+        ),
+    ] = False,
 ) -> None:
     """Serve every enabled server as one MCP server on stdio (point Claude Code, Codex, Cursor... here)."""
     if print_token:
@@ -44,10 +50,12 @@ def serve(
         raise UsageError(f"invalid port {http}: expected 1-65535")
     if no_auth and http is None:
         raise UsageError("--no-auth only applies to --http")
+    if team and (http is None or no_auth):
+        raise UsageError("--team needs --http PORT, and takes the place of --no-auth's and the static token's rule")
     if profile is not None:
         from coffer.vault import registry
 
         registry.load().profile(profile)  # an unknown profile is one error line, before anything starts
     from coffer.engine import hosting
 
-    hosting.serve(http, profile, auth=not no_auth, standalone=standalone)
+    hosting.serve(http, profile, auth=not no_auth, standalone=standalone, team=team)

@@ -37,9 +37,15 @@ def in_process(standalone: bool = False) -> bool:
     return standalone or os.environ.get(IN_PROCESS_ENV) == "1"
 
 
-def serve(http_port: int | None, profile: str | None, auth: bool = True, standalone: bool = False) -> NoReturn:
+def serve(
+    http_port: int | None, profile: str | None, auth: bool = True, standalone: bool = False, team: bool = False
+) -> NoReturn:
     """Serve until the host goes or a signal arrives, then exit the process: through the engine, or
-    in-process. Raises CofferError before anything starts (a port in use, no engine)."""
+    in-process (always, for `team`: the gateway behind the team's provider). Raises CofferError before
+    anything starts (a port in use, no engine, a [team] table that does not hold)."""
+    if team:
+        _check_registry(True)
+        run_in_process(http_port, profile, auth, team=True)
     _check_registry(in_process(standalone))
     if http_port is None and sys.stdin.isatty():  # a person ran it: agents start it with a pipe
         sys.stderr.write("coffer: serving MCP on stdio: waiting for an MCP client on stdin (Ctrl-C to stop)\n")
@@ -83,7 +89,9 @@ def setup_logging() -> None:
     root.setLevel(logging.WARNING)
 
 
-def run_in_process(http_port: int | None = None, profile: str | None = None, auth: bool = True) -> NoReturn:
+def run_in_process(
+    http_port: int | None = None, profile: str | None = None, auth: bool = True, team: bool = False
+) -> NoReturn:
     """Serve from this process until stdin closes or a signal arrives, then exit (never returns).
 
     Raises CofferError before anything starts when the HTTP port cannot be bound.
@@ -92,16 +100,22 @@ def run_in_process(http_port: int | None = None, profile: str | None = None, aut
 
     from coffer.loopback import tcp_listener
 
+    verifier = None
+    if team:
+        from coffer.trust.team import Verifier, team_from
+        from coffer.vault import registry
+
+        verifier = Verifier(team_from(registry.load().team))
     sock = None if http_port is None else tcp_listener(http_port)  # a port in use: one error, no half start
     token = None
-    if sock is not None and auth:
+    if sock is not None and auth and verifier is None:
         from coffer.trust.http_token import serve_token
 
         token = serve_token()
     setup_logging()
     code = 0
     try:
-        anyio.run(_main, sock, profile, token)
+        anyio.run(_main, sock, profile, token, verifier)
         code = INTERRUPTED if _stopped_by[:1] == [signal.SIGINT] else 0
     except KeyboardInterrupt:
         code = INTERRUPTED
@@ -114,7 +128,9 @@ def run_in_process(http_port: int | None = None, profile: str | None = None, aut
     os._exit(code)
 
 
-async def _main(http_sock: socket.socket | None, profile: str | None = None, token: str | None = None) -> None:
+async def _main(
+    http_sock: socket.socket | None, profile: str | None = None, token: str | None = None, team: Any = None
+) -> None:
     import anyio
 
     from coffer.gateway.server import Gateway
@@ -131,7 +147,7 @@ async def _main(http_sock: socket.socket | None, profile: str | None = None, tok
                 async with process_streams() as (read, write):
                     await gateway.serve(read, write)
             else:
-                await _serve_http(gateway, http_sock, token)
+                await _serve_http(gateway, http_sock, token, team)
             tg.cancel_scope.cancel()
     finally:
         await anyio.to_thread.run_sync(calllog.close)
@@ -147,11 +163,11 @@ async def _watch_signals(scope: Any) -> None:
             return
 
 
-async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) -> None:
+async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None, team: Any = None) -> None:
     from coffer.gateway import http
 
     port = sock.getsockname()[1]
-    served = http.server(gateway, token)
+    served = http.server(gateway, token, team=team)
 
     def stop(signum: int, _frame: Any) -> None:
         """A signal before uvicorn takes them over (or the one it re-raises once it has stopped): noted
@@ -161,7 +177,7 @@ async def _serve_http(gateway: Gateway, sock: socket.socket, token: str | None) 
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, stop)
-    sys.stderr.write(http.serving_line(port, token is not None))
+    sys.stderr.write(http.serving_line(port, token is not None, team))
     await served.serve(sockets=[sock])
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from coffer.gateway.server import Gateway
+    from coffer.trust.team import Verifier
 
 # An idle kept-alive connection is closed by the client, not by us: uvicorn's default (5 s) equals httpx's
 # pool expiry, and a call made 5 s after the last one raced the close and lost (ReadError), which ends
@@ -33,6 +34,57 @@ def _guarded(app: Any, token: str) -> Any:
             await send({"type": "http.response.start", "status": 401, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def _team_guarded(app: Any, verifier: Verifier) -> Any:
+    """The gateway as an OAuth 2.1 protected resource (coffer.trust.team): its RFC 9728 metadata at the
+    well-known path, and every other request carrying an access token the team's provider issued for it.
+    A missing or invalid token is a 401 whose `WWW-Authenticate` names the metadata (how an MCP client
+    finds the provider); a valid one that lacks a scope or speaks for no member is a 403."""
+    import json
+
+    import anyio
+
+    from coffer.trust.team import Refused
+
+    team = verifier.team
+    metadata = json.dumps(team.metadata()).encode()
+    wellknown = {team.metadata_path, "/.well-known/oauth-protected-resource"}
+    pointer = f'resource_metadata="{team.metadata_url}"'
+
+    async def refuse(send: Any, status: int, challenge: str, body: dict[str, str]) -> None:
+        headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge.encode("latin-1"))]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if scope["path"] in wellknown and scope["method"] in ("GET", "HEAD"):
+            headers = [(b"content-type", b"application/json"), (b"cache-control", b"max-age=300")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": metadata})
+            return
+        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            body = {"error": "unauthorized", "error_description": "send Authorization: Bearer <access token>"}
+            await refuse(send, 401, f"Bearer {pointer}", body)
+            return
+        try:
+            member = verifier.peek(token.strip())
+            if member is None:
+                member = await anyio.to_thread.run_sync(verifier.check, token.strip())
+        except Refused as exc:
+            extra = f', scope="{" ".join(team.scopes)}"' if exc.error == "insufficient_scope" else ""
+            challenge = f'Bearer error="{exc.error}", error_description="{exc.description}"{extra}, {pointer}'
+            await refuse(send, exc.status, challenge, {"error": exc.error, "error_description": exc.description})
+            return
+        scope.setdefault("state", {})["member"] = member.sub
         await app(scope, receive, send)
 
     return guarded
@@ -64,16 +116,19 @@ def _versioned(app: Any) -> Any:
     return versioned
 
 
-def server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any:
-    """A uvicorn server for the gateway's streamable HTTP app (bearer-guarded unless `token` is None);
-    `quiet`: it leaves signals to its process (the engine runs several, one per `serve --http`)."""
+def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verifier | None = None) -> Any:
+    """A uvicorn server for the gateway's streamable HTTP app (bearer-guarded unless `token` is None;
+    behind the team's identity provider with `team`); `quiet`: it leaves signals to its process (the
+    engine runs several, one per `serve --http`)."""
     import uvicorn
 
     from coffer.gateway.sdk import streamable_http_app
 
     # Host and Origin checks stay on; an answer with nothing before it goes out as JSON (httpshape)
     app = _versioned(streamable_http_app(gateway.server))
-    if token is not None:
+    if team is not None:
+        app = _team_guarded(app, team)
+    elif token is not None:
         app = _guarded(app, token)
     # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)
     # in the engine, a `serve --http` that ends must not wait on a client's open event stream for ever
@@ -96,6 +151,8 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False) -> Any:
     return Quiet(config) if quiet else uvicorn.Server(config)
 
 
-def serving_line(port: int, token: bool) -> str:
+def serving_line(port: int, token: bool, team: Verifier | None = None) -> str:
     how = "bearer token required (coffer paths: http_token)" if token else "no authentication (--no-auth)"
+    if team is not None:
+        how = f"access tokens from {team.team.issuer} for {team.team.resource} required ([team])"
     return f"coffer: serving MCP on http://127.0.0.1:{port}/mcp, {how}\n"

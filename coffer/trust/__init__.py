@@ -10,6 +10,7 @@ Modules:
     secrets     named secrets: the OS keyring, else a 0600 file
     oauth_store where a server's OAuth tokens and client registration are kept
     http_token  the bearer token `coffer serve --http` requires
+    team        `serve --http --team`: access tokens from the team's identity provider, and who is a member
     expand      `${VAR}` and `${secret:NAME}` at launch
     redact      resolved values masked everywhere text is written
 

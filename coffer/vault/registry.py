@@ -52,6 +52,7 @@ class Registry:
     path: Path
     servers: dict[str, ServerConfig] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    team: dict[str, Any] = field(default_factory=dict)  # `serve --http --team`'s identity provider (coffer.trust.team)
     profiles: dict[str, Profile] = field(default_factory=dict)
     # MCP registries `coffer find` and `coffer add NAME` read (coffer.discovery): name -> base URL
     registries: dict[str, str] = field(default_factory=lambda: {"official": OFFICIAL_REGISTRY})
@@ -164,7 +165,10 @@ def _build(data: dict[str, Any], text: str, path: Path) -> Registry:
     settings = data.get("settings", {})
     if not isinstance(settings, dict):
         raise RegistryError(f"{path}:1: 'settings' must be a table")
-    reg = Registry(path=path, settings=settings)
+    team = data.get("team", {})
+    if not isinstance(team, dict):
+        raise RegistryError(f"{path}:1: 'team' must be a table")
+    reg = Registry(path=path, settings=settings, team=team)
     registries = data.get("registries")
     if registries is not None:
         if not isinstance(registries, dict) or not all(

@@ -1,0 +1,110 @@
+"""What `serve --http --team` adds to a request: checking a member's access token, against the static
+token check of `serve --http`, in this process. The token comes from the real OpenID provider the tests
+use (tests/fixtures/oidc_idp.mjs, oidc-provider from npm in .ci/node); without node or it, the bench says
+so and exits 0.
+
+  first check   fetch the provider's metadata and keys, verify the signature and claims
+  a new token   verify a token signed with a known key (a member's next token)
+  cached        the per-request path for a token already checked (peek)
+  static token  `serve --http`'s constant-time comparison, the baseline
+
+  python bench/bench_team.py [--checks 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULES = ROOT / ".ci" / "node"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def per_call_us(fn: object, n: int) -> float:
+    samples = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()  # type: ignore[operator]
+        samples.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checks", type=int, default=20000)
+    args = parser.parse_args()
+    if shutil.which("node") is None or not (MODULES / "node_modules" / "oidc-provider").is_dir():
+        print("bench_team: needs node and oidc-provider in .ci/node (.ci/run installs them); nothing measured")
+        return 0
+    sys.path.insert(0, str(ROOT))
+    import httpx2
+
+    from coffer.trust.http_token import authorised
+    from coffer.trust.team import Team, Verifier
+
+    port, resource = free_port(), f"http://127.0.0.1:{free_port()}/mcp"
+    idp = subprocess.Popen(
+        [
+            "node",
+            str(ROOT / "tests/fixtures/oidc_idp.mjs"),
+            "--port",
+            str(port),
+            "--resource",
+            resource,
+            "--kid",
+            "bench",
+            "--modules",
+            str(MODULES),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert idp.stdout is not None and idp.stdout.readline().startswith("ready")
+        issuer = f"http://127.0.0.1:{port}"
+
+        def token() -> str:
+            answer = httpx2.post(
+                f"{issuer}/token",
+                data={"grant_type": "client_credentials", "scope": "mcp:tools", "resource": resource},
+                auth=("agent-alice", "ecila-tnega"),
+            )
+            return str(answer.json()["access_token"])
+
+        verifier = Verifier(Team(issuer, resource, ("mcp:tools",), (("group", "eng"),)))
+        first, second = token(), token()
+        t0 = time.perf_counter()
+        verifier.check(first)
+        first_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        verifier.check(second)
+        new_ms = (time.perf_counter() - t0) * 1000
+        cached = per_call_us(lambda: verifier.peek(first), args.checks)
+        header, static = b"Bearer " + b"x" * 43, "x" * 43
+        baseline = per_call_us(lambda: authorised(header, static), args.checks)
+        print(f"first check (metadata, keys, verify)   {first_ms:8.2f} ms")
+        print(f"a new token (verify, keys known)       {new_ms:8.2f} ms")
+        print(f"cached, per request                    {cached:8.2f} us   ({cached / baseline:.1f}x the static token)")
+        print(f"static token (serve --http), baseline  {baseline:8.2f} us")
+    finally:
+        idp.terminate()
+        idp.wait(10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

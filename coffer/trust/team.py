@@ -1,0 +1,274 @@
+"""`coffer serve --http --team`: the gateway as an OAuth 2.1 protected resource behind the team's own
+identity provider, as MCP's authorization spec (2025-06-18 onward) asks of a server.
+
+The vault's `[team]` names the provider and this gateway:
+
+    [team]
+    issuer = "https://login.example.com"          # OpenID provider; its metadata names the JWKS
+    resource = "https://coffer.example.com/mcp"   # this gateway's URL: the tokens' audience (RFC 8707)
+    scopes = ["mcp:tools"]                        # what every token must grant
+    members = ["group:eng", "sub:agent-ci", "email:ana@example.com"]   # who may use it
+
+An access token is checked on every request: a JWT by the issuer's keys (fetched from its JWKS, kept,
+fetched again when a token names a key not seen: rotation), its `iss`, `aud` (this resource), `exp`
+and `nbf`, and the scopes; a token that is not a JWT by introspection (RFC 7662) where `[team]` names an
+`introspection_client` (id and secret reference) the provider knows. A valid token whose claims match
+no `members` entry is refused: a member with no mapping sees nothing. The token is never passed on:
+upstreams get Coffer's own credentials, as they do for a single user.
+
+PyJWT (a dependency of the MCP SDK) does the JOSE; answers are kept per token until it expires (at most
+`CACHE_S`), so a call costs a dictionary lookup, not a signature check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from coffer.errors import UsageError
+
+CACHE_S = 60.0  # a validated token is trusted this long at most (and never past its exp)
+LEEWAY_S = 5  # clock skew allowed on exp / nbf / iat
+KEY_REFETCH_S = 3.0  # a token naming an unknown key fetches the provider's keys again, at most this often
+_CLAIM_KINDS = ("sub", "email", "group", "client")
+
+
+@dataclass(frozen=True)
+class Team:
+    """The `[team]` table, checked."""
+
+    issuer: str
+    resource: str
+    scopes: tuple[str, ...] = ()
+    members: tuple[tuple[str, str], ...] = ()  # (claim kind, value)
+    introspection_client: tuple[str, str] | None = None  # (client id, secret), for opaque tokens
+
+    @property
+    def metadata_path(self) -> str:
+        """Where RFC 9728 puts this resource's metadata: the well-known prefix before the resource's path."""
+        from urllib.parse import urlsplit
+
+        path = urlsplit(self.resource).path.rstrip("/")
+        return f"/.well-known/oauth-protected-resource{path}"
+
+    @property
+    def metadata_url(self) -> str:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.resource)
+        return f"{parts.scheme}://{parts.netloc}{self.metadata_path}"
+
+    def metadata(self) -> dict[str, Any]:
+        """RFC 9728 Protected Resource Metadata: what a client discovers the provider by."""
+        return {
+            "resource": self.resource,
+            "authorization_servers": [self.issuer],
+            "scopes_supported": list(self.scopes),
+            "bearer_methods_supported": ["header"],
+            "resource_name": "Coffer team gateway",
+        }
+
+
+def team_from(raw: dict[str, Any]) -> Team:
+    """The checked `[team]` table; UsageError naming what is wrong."""
+    from coffer.trust.expand import expand
+
+    if not raw:
+        raise UsageError("`--team` needs a [team] table in coffer.toml: issuer, resource, members (docs/team.md)")
+    issuer, resource = raw.get("issuer"), raw.get("resource")
+    for key, value in (("issuer", issuer), ("resource", resource)):
+        if not isinstance(value, str) or not value.startswith(("https://", "http://")):
+            raise UsageError(f"[team] {key} must be an http(s) URL, not {value!r}")
+    scopes = raw.get("scopes", [])
+    if not isinstance(scopes, list) or not all(isinstance(s, str) and s for s in scopes):
+        raise UsageError("[team] scopes must be a list of scope names")
+    members: list[tuple[str, str]] = []
+    for entry in raw.get("members", []):
+        kind, sep, value = str(entry).partition(":")
+        if not sep or kind not in _CLAIM_KINDS or not value:
+            raise UsageError(f"[team] members: '{entry}' is not one of {', '.join(k + ':VALUE' for k in _CLAIM_KINDS)}")
+        members.append((kind, value))
+    if not members:
+        raise UsageError('[team] members is empty: no one could use the gateway (`members = ["group:eng"]`)')
+    client = raw.get("introspection_client")
+    pair: tuple[str, str] | None = None
+    if client is not None:
+        if (
+            not isinstance(client, dict)
+            or not isinstance(client.get("id"), str)
+            or not isinstance(client.get("secret"), str)
+        ):
+            raise UsageError('[team] introspection_client must be { id = "...", secret = "${secret:NAME}" }')
+        pair = (client["id"], expand(client["secret"], what="[team] introspection_client secret"))
+    return Team(str(issuer).rstrip("/"), str(resource), tuple(scopes), tuple(members), pair)
+
+
+@dataclass(frozen=True)
+class Member:
+    """Who a valid token speaks for: its subject, and the claims that made it a member."""
+
+    sub: str
+    via: str
+    scopes: tuple[str, ...]
+    expires: float
+
+
+class Refused(Exception):
+    """A token this gateway does not take: `status` 401 (invalid, expired, wrong audience) or 403
+    (valid, but lacking a scope or not a member); `error` is RFC 6750's error code."""
+
+    def __init__(self, status: int, error: str, description: str) -> None:
+        super().__init__(description)
+        self.status, self.error, self.description = status, error, description
+
+
+@dataclass
+class Verifier:
+    """Checks access tokens for one `Team`; thread-safe, one per served gateway."""
+
+    team: Team
+    _jwks: Any = None
+    _introspection: str | None = None
+    _seen: dict[str, tuple[float, Member | Refused]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def peek(self, token: str) -> Member | None:
+        """The member a token already checked speaks for, without blocking (the per-request fast path);
+        None when it must be checked (`check`, in a thread: it may fetch the provider's keys)."""
+        kept = self._seen.get(hashlib.sha256(token.encode()).hexdigest())
+        if kept is not None and kept[0] > time.time() and isinstance(kept[1], Member):
+            return kept[1]
+        return None
+
+    def check(self, token: str) -> Member:
+        """The member `token` speaks for; raises Refused."""
+        key = hashlib.sha256(token.encode()).hexdigest()  # never the token itself in memory twice
+        now = time.time()
+        with self._lock:
+            kept = self._seen.get(key)
+        if kept is not None and kept[0] > now:
+            if isinstance(kept[1], Refused):
+                raise kept[1]
+            return kept[1]
+        try:
+            member = self._member(self._claims(token))
+        except Refused as exc:
+            with self._lock:
+                self._seen[key] = (now + 5.0, exc)  # a bad token is not re-checked at every retry
+            raise
+        with self._lock:
+            if len(self._seen) > 10_000:
+                self._seen = {k: v for k, v in self._seen.items() if v[0] > now}
+            self._seen[key] = (min(now + CACHE_S, member.expires), member)
+        return member
+
+    def _claims(self, token: str) -> dict[str, Any]:
+        import jwt
+
+        if token.count(".") != 2:
+            return self._introspect(token)
+        try:
+            key = self._keys().get_signing_key_from_jwt(token)
+        except jwt.PyJWKClientError as exc:
+            raise Refused(401, "invalid_token", f"the token's signing key is not the issuer's: {exc}") from None
+        except jwt.DecodeError as exc:
+            raise Refused(401, "invalid_token", f"the token is not a readable JWT: {exc}") from None
+        try:
+            return dict(
+                jwt.decode(
+                    token,
+                    key.key,
+                    algorithms=["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"],
+                    audience=self.team.resource,
+                    issuer=self.team.issuer,
+                    leeway=LEEWAY_S,
+                    options={"require": ["exp", "iss", "aud", "sub"]},
+                )
+            )
+        except jwt.ExpiredSignatureError:
+            raise Refused(401, "invalid_token", "the token has expired") from None
+        except jwt.InvalidAudienceError:
+            raise Refused(401, "invalid_token", f"the token is not for this resource ({self.team.resource})") from None
+        except jwt.InvalidIssuerError:
+            raise Refused(401, "invalid_token", f"the token was not issued by {self.team.issuer}") from None
+        except jwt.ImmatureSignatureError:
+            raise Refused(401, "invalid_token", "the token is not valid yet") from None
+        except jwt.InvalidTokenError as exc:
+            raise Refused(401, "invalid_token", f"the token is invalid: {exc}") from None
+
+    def _member(self, claims: dict[str, Any]) -> Member:
+        granted = tuple(str(claims.get("scope", "")).split()) or tuple(claims.get("scp") or ())
+        missing = [s for s in self.team.scopes if s not in granted]
+        if missing:
+            raise Refused(403, "insufficient_scope", f"the token lacks the scope {' '.join(missing)}")
+        sub = str(claims.get("sub", ""))
+        groups = claims.get("groups") or []
+        held = {
+            ("sub", sub),
+            ("email", str(claims.get("email", ""))),
+            ("client", str(claims.get("client_id") or claims.get("azp") or "")),
+            *(("group", str(g)) for g in (groups if isinstance(groups, list) else [groups])),
+        }
+        match = next((m for m in self.team.members if m in held), None)
+        if match is None:
+            raise Refused(403, "access_denied", f"'{sub}' is not a member of this team gateway ([team] members)")
+        return Member(sub=sub, via=f"{match[0]}:{match[1]}", scopes=granted, expires=float(claims.get("exp", 0)))
+
+    def _keys(self) -> Any:
+        """The issuer's JWKS client: found through its OpenID metadata once, its keys kept (and fetched
+        again when a token names a key id it has not seen: the provider rotated)."""
+        import jwt
+
+        if self._jwks is None:
+            meta = self._provider_metadata()
+            uri = meta.get("jwks_uri")
+            if not isinstance(uri, str):
+                raise Refused(401, "invalid_token", f"{self.team.issuer} publishes no jwks_uri")
+            self._jwks = jwt.PyJWKClient(
+                uri, cache_keys=True, lifespan=3600, timeout=10, cooldown_duration=KEY_REFETCH_S
+            )
+            introspection = meta.get("introspection_endpoint")
+            self._introspection = introspection if isinstance(introspection, str) else None
+        return self._jwks
+
+    def _provider_metadata(self) -> dict[str, Any]:
+        import httpx2
+
+        for suffix in ("/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"):
+            try:
+                answer = httpx2.get(self.team.issuer + suffix, timeout=10)
+            except httpx2.HTTPError as exc:
+                raise Refused(
+                    401, "invalid_token", f"the identity provider {self.team.issuer} is unreachable: {exc}"
+                ) from None
+            if answer.status_code == 200:
+                data = answer.json()
+                if isinstance(data, dict):
+                    return data
+        raise Refused(401, "invalid_token", f"{self.team.issuer} publishes no OpenID or OAuth metadata")
+
+    def _introspect(self, token: str) -> dict[str, Any]:
+        """RFC 7662 for a token that is not a JWT."""
+        import httpx2
+
+        self._keys()
+        if self._introspection is None or self.team.introspection_client is None:
+            raise Refused(401, "invalid_token", "the token is not a JWT, and [team] names no introspection_client")
+        client_id, secret = self.team.introspection_client
+        try:
+            answer = httpx2.post(self._introspection, data={"token": token}, auth=(client_id, secret), timeout=10)
+            data = answer.json()
+        except (httpx2.HTTPError, ValueError) as exc:
+            raise Refused(401, "invalid_token", f"introspection failed: {exc}") from None
+        if not isinstance(data, dict) or data.get("active") is not True:
+            raise Refused(401, "invalid_token", "the provider says the token is not active")
+        aud = data.get("aud")
+        audiences = aud if isinstance(aud, list) else [aud]
+        if self.team.resource not in audiences:
+            raise Refused(401, "invalid_token", f"the token is not for this resource ({self.team.resource})")
+        if data.get("iss", self.team.issuer).rstrip("/") != self.team.issuer:
+            raise Refused(401, "invalid_token", f"the token was not issued by {self.team.issuer}")
+        return data

@@ -1,0 +1,227 @@
+"""`coffer serve --http PORT --team`: the gateway as an OAuth 2.1 protected resource behind a real OpenID
+provider (the certified `oidc-provider` from npm, tests/fixtures/oidc_idp.mjs, on 127.0.0.1), reached by
+the MCP SDK's own OAuth client, which discovers the provider from the gateway's RFC 9728 metadata."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import ClientSession
+from mcp.client.auth import TokenStorage
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from coffer.trust.team import KEY_REFETCH_S, LEEWAY_S
+from tests.fixtures.gateway_harness import add_fixture, serve_env, text, wait_for
+from tests.gateway.test_gateway_http import free_port, listening
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+MODULES = ROOT / ".ci" / "node"
+IDP = ROOT / "tests" / "fixtures" / "oidc_idp.mjs"
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        shutil.which("node") is None or not (MODULES / "node_modules" / "oidc-provider").is_dir(),
+        reason="needs node and oidc-provider in .ci/node (.ci/run installs them)",
+    ),
+]
+
+
+@dataclass
+class Idp:
+    url: str
+    port: int
+    proc: subprocess.Popen[str]
+
+    def token(self, client: str, resource: str, scope: str = "mcp:tools") -> str:
+        answer = httpx2.post(
+            f"{self.url}/token",
+            data={"grant_type": "client_credentials", "scope": scope, "resource": resource},
+            auth=(client, client[::-1]),
+            timeout=10,
+        )
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["access_token"])
+
+
+def start_idp(port: int, resource: str, kid: str, ttl: int = 300) -> Idp:
+    argv = ["node", str(IDP), "--port", str(port), "--resource", resource, "--kid", kid, "--ttl", str(ttl)]
+    proc = subprocess.Popen(
+        [*argv, "--modules", str(MODULES)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().startswith("ready"), "the OpenID provider did not start"
+    return Idp(f"http://127.0.0.1:{port}", port, proc)
+
+
+@dataclass
+class Gateway:
+    url: str
+    idp: Idp
+    home: Path
+
+
+@pytest.fixture
+def team_gateway(coffer_home: Path) -> Iterator[Gateway]:
+    port, idp_port = free_port(), free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    idp = start_idp(idp_port, resource, "k1")
+    add_fixture(coffer_home, "alpha", "relay")
+    vault = coffer_home / "coffer.toml"
+    vault.write_text(
+        f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nscopes = ["mcp:tools"]\n'
+        f'members = ["group:eng", "sub:agent-carol"]\n\n' + vault.read_text()
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
+        env=serve_env(coffer_home),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        anyio.run(lambda: wait_for(lambda: listening(port), timeout=20, what="coffer serve --http --team"))
+        yield Gateway(resource, idp, coffer_home)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        idp.proc.terminate()
+        idp.proc.wait(10)
+
+
+class Memory(TokenStorage):
+    def __init__(self) -> None:
+        self.tokens: OAuthToken | None = None
+        self.client: OAuthClientInformationFull | None = None
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client = client_info
+
+
+def post(url: str, token: str | None) -> httpx2.Response:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+    return httpx2.post(url, json=body, headers=headers, timeout=10)
+
+
+async def test_an_sdk_client_discovers_the_provider_signs_in_and_calls_tools(team_gateway: Gateway) -> None:
+    """The MCP SDK's client_credentials client finds the provider from the 401 and the metadata, gets a
+    token for this resource, and calls a tool; the upstream never sees the member's token."""
+    g = team_gateway
+    meta = httpx2.get(g.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp"), timeout=10).json()
+    assert meta["resource"] == g.url and meta["authorization_servers"] == [g.idp.url]
+    bare = post(g.url, None)
+    assert bare.status_code == 401 and "resource_metadata=" in bare.headers["www-authenticate"]
+    storage = Memory()
+    auth = ClientCredentialsOAuthProvider(
+        server_url=g.url,
+        storage=storage,
+        client_id="agent-alice",
+        client_secret="ecila-tnega",
+        scope="mcp:tools",
+        issuer=g.idp.url,
+    )
+    async with (
+        httpx2.AsyncClient(auth=auth, timeout=30) as http,
+        streamable_http_client(g.url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        assert "alpha__echo" in [t.name for t in (await session.list_tools()).tools]
+        assert text(await session.call_tool("alpha__echo", {"text": "as a member"})) == "as a member"
+    assert storage.tokens is not None
+    token = storage.tokens.access_token.encode()
+    kept = [p for p in g.home.rglob("*") if p.is_file() and token in p.read_bytes()]
+    assert kept == []  # the member's token is in no file Coffer writes (log, cache, vault)
+
+
+async def test_tokens_the_gateway_refuses(team_gateway: Gateway) -> None:
+    g = team_gateway
+    good = g.idp.token("agent-alice", g.url)
+    assert post(g.url, good).status_code == 200
+    cases: list[tuple[str, Any, int, str]] = [
+        ("bad signature", good[:-6] + ("AAAAAA" if not good.endswith("AAAAAA") else "BBBBBB"), 401, "invalid_token"),
+        ("wrong audience", g.idp.token("agent-alice", "http://127.0.0.1:1/mcp"), 401, "not for this resource"),
+        ("missing scope", g.idp.token("agent-alice", g.url, scope="profile"), 403, "insufficient_scope"),
+        ("not a member", g.idp.token("agent-bob", g.url), 403, "not a member"),
+        ("a stranger", g.idp.token("stranger", g.url), 403, "not a member"),
+        ("not a token", "garbage", 401, "invalid_token"),
+    ]
+    for what, token, status, said in cases:
+        answer = post(g.url, token)
+        assert answer.status_code == status, what
+        assert said in answer.headers["www-authenticate"] + answer.text, (what, answer.headers, answer.text)
+        assert "resource_metadata=" in answer.headers["www-authenticate"], what
+
+
+async def test_a_rotated_key_is_fetched_and_an_expired_token_refused(team_gateway: Gateway) -> None:
+    """The provider rotates to a key the gateway has not seen: a token signed with it is taken (the keys
+    are fetched again). That token, once past its exp and the leeway, is refused."""
+    g = team_gateway
+    assert post(g.url, g.idp.token("agent-alice", g.url)).status_code == 200  # key k1, fetched once
+    g.idp.proc.terminate()
+    g.idp.proc.wait(10)
+    g.idp = start_idp(g.idp.port, g.url, "k2", ttl=4)
+    brief = g.idp.token("agent-alice", g.url)
+    await anyio.sleep(KEY_REFETCH_S + 0.3)  # a key seen fetched within this long is not fetched again at once
+    taken = post(g.url, brief)
+    assert taken.status_code == 200, taken.text
+    await anyio.sleep(4 + LEEWAY_S + 1 - KEY_REFETCH_S)  # past ttl and leeway
+    expired = post(g.url, brief)
+    assert expired.status_code == 401 and "expired" in expired.text
+
+
+HEAD = '[team]\nresource = "http://127.0.0.1:1/mcp"\n'
+
+
+@pytest.mark.parametrize(
+    ("team", "said"),
+    [
+        ("", "needs a [team] table"),
+        (
+            '[team]\nissuer = "login.example.com"\nresource = "http://127.0.0.1:1/mcp"\n',
+            "issuer must be an http(s) URL",
+        ),
+        ('[team]\nissuer = "https://x"\nresource = "http://127.0.0.1:1/mcp"\nmembers = []\n', "members is empty"),
+        (
+            '[team]\nissuer = "https://x"\nresource = "http://127.0.0.1:1/mcp"\nmembers = ["eng"]\n',
+            "'eng' is not one of",
+        ),
+    ],
+)
+def test_a_team_table_that_does_not_hold_is_one_line_before_anything_starts(
+    coffer_home: Path, team: str, said: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from tests.conftest import run_cli
+
+    add_fixture(coffer_home, "alpha")
+    vault = coffer_home / "coffer.toml"
+    vault.write_text(team + "\n" + vault.read_text())
+    before = vault.read_text()
+    done = run_cli(CliRunner(), "serve", "--http", str(free_port()), "--team", code=2)
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1  # type: ignore[attr-defined]
+    assert vault.read_text() == before
+    assert "needs --http" in run_cli(CliRunner(), "serve", "--team", code=2).stderr  # type: ignore[attr-defined]
