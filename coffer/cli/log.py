@@ -31,6 +31,9 @@ OutcomeOpt = Annotated[
 ]
 SinceOpt = Annotated[str | None, typer.Option("--since", help="Only calls since 30m, 1h, 2d, 1w or an ISO time.")]
 ClientOpt = Annotated[str | None, typer.Option("--client", help="Only this client (name from initialize).")]
+MemberOpt = Annotated[
+    str | None, typer.Option("--member", help="Only this team member (`serve --http --team`: the token's sub).")
+]
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document (with --tail: one JSON object per line, as calls come).")
 ]
@@ -62,7 +65,14 @@ def parse_outcomes(text: str | None) -> tuple[str, ...]:
     return values
 
 
-def _filters(server: str | None, tool: str | None, outcome: str | None, since: str | None, client: str | None) -> Any:
+def _filters(
+    server: str | None,
+    tool: str | None,
+    outcome: str | None,
+    since: str | None,
+    client: str | None,
+    member: str | None = None,
+) -> Any:
     from coffer.log.query import Filters
 
     return Filters(
@@ -71,6 +81,7 @@ def _filters(server: str | None, tool: str | None, outcome: str | None, since: s
         outcomes=parse_outcomes(outcome),
         client=client,
         since=None if since is None else parse_since(since),
+        member=member,
     )
 
 
@@ -104,8 +115,9 @@ def _tool(row: dict[str, Any]) -> str:
 
 def _line(row: dict[str, Any]) -> str:
     error = f" {row['error_class']}" if row["error_class"] else ""
+    who = f"{row['member']} via " if row.get("member") else ""
     return (
-        f"{render.when(row['ts'])}  {_client(row)}  {row['server']}__{_tool(row)}  "
+        f"{render.when(row['ts'])}  {who}{_client(row)}  {row['server']}__{_tool(row)}  "
         f"{row['duration_ms']:.1f} ms  {row['outcome']}{error}"
     )
 
@@ -121,10 +133,11 @@ def show(
     outcome: OutcomeOpt = None,
     since: SinceOpt = None,
     client: ClientOpt = None,
+    member: MemberOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show the latest calls recorded by `coffer serve` (who, when, which tool, how long, outcome)."""
-    filters = _filters(server, tool, outcome, since, client)
+    filters = _filters(server, tool, outcome, since, client, member)
     ctx.obj = filters
     if ctx.invoked_subcommand is not None:
         return
@@ -186,6 +199,7 @@ def stats_cmd(
     outcome: OutcomeOpt = None,
     since: SinceOpt = None,
     client: ClientOpt = None,
+    member: MemberOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Per tool: calls, errors (error, timeout, refused), p50/p95 duration, last used; then every listed
@@ -193,7 +207,7 @@ def stats_cmd(
     from coffer.log import query as log
     from coffer.manage.usage import usage
 
-    filters = _filters(server, tool, outcome, since, client)
+    filters = _filters(server, tool, outcome, since, client, member)
     if filters == log.Filters() and isinstance(ctx.obj, log.Filters):
         filters = ctx.obj  # `coffer log --since 1d stats` filters too
     db = _open_pruned()  # old rows go first, as for `coffer log`

@@ -103,6 +103,15 @@ def host_connection(session: Any) -> Any:
     return getattr(session, "_connection", session)
 
 
+def http_member(ctx: Any) -> str | None:
+    """The team member an HTTP request came from: what the team guard (coffer.gateway.http) put in the
+    request's ASGI scope, reached through the SDK's per-request context; None on stdio and for one user."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    member = state.get("member") if isinstance(state, dict) else None
+    return member if isinstance(member, str) else None
+
+
 def host_client(session: Any) -> tuple[str | None, str | None]:
     """The host's name and version from its `initialize` (None, None for a 2026-07-28 host without them)."""
     info = getattr(getattr(session, "client_params", None), "client_info", None)

@@ -37,7 +37,7 @@ from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
-from coffer.gateway.sdk import GatewayServer, host_client, host_connection
+from coffer.gateway.sdk import GatewayServer, host_client, host_connection, http_member
 from coffer.gateway.sessions import Share
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
 from coffer.gateway.view import SnapshotWriter, View
@@ -430,11 +430,12 @@ class Gateway:
             if outcome is not None and (self.calllog is not None or self.telemetry is not None):
                 ms = (time.perf_counter() - t0) * 1000.0
                 client = host_client(ctx.session)
+                member = http_member(ctx)
                 if self.calllog is not None:
-                    self._write_row(client, call, started, ms, outcome, error_class)
+                    self._write_row(client, call, started, ms, outcome, error_class, member)
                 if self.telemetry is not None:  # attributes on the SDK's span of this request, and metrics
                     session = format(id(host_connection(ctx.session)), "x")
-                    self.telemetry.record(call.server, call.tool, outcome, ms, client[0], session)
+                    self.telemetry.record(call.server, call.tool, outcome, ms, client[0], session, member)
 
     def _unreachable(self) -> dict[str, str]:
         """Servers a call cannot reach now (down, or failed for good), with why: search marks their tools."""
@@ -457,7 +458,14 @@ class Gateway:
         return {**result, "content": [*content, {"type": "text", "text": f"coffer: {hint}"}]}
 
     def _write_row(
-        self, client: tuple[str | None, str | None], call: Call, ts: float, ms: float, outcome: str, error: str | None
+        self,
+        client: tuple[str | None, str | None],
+        call: Call,
+        ts: float,
+        ms: float,
+        outcome: str,
+        error: str | None,
+        member: str | None = None,
     ) -> None:
         assert self.calllog is not None
         self.calllog.record(
@@ -474,6 +482,7 @@ class Gateway:
                 result_bytes=call.result_bytes,
                 run=call.run,
                 parent=call.parent,
+                member=member,
             )
         )
 

@@ -48,7 +48,7 @@ _ERROR_CLASS = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 
 COLUMNS = (
     *("id", "ts", "client_name", "client_version", "server", "tool"),
-    *("duration_ms", "outcome", "error_class", "pid", "kept", "result_bytes", "run", "parent"),
+    *("duration_ms", "outcome", "error_class", "pid", "kept", "result_bytes", "run", "parent", "member"),
 )
 
 MIGRATIONS = Migrations("coffer.log")
@@ -96,6 +96,13 @@ def _m0004_script_calls(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX calls_parent ON calls (parent)")
 
 
+@MIGRATIONS(name="0005_member")
+def _m0005_member(db: sqlite_utils.Database) -> None:
+    # a team gateway's member (the `sub` of the access token the call came with); NULL for one user
+    db.execute("ALTER TABLE calls ADD COLUMN member TEXT")
+    db.execute("CREATE INDEX calls_member ON calls (member)")
+
+
 @dataclass(frozen=True)
 class CallRecord:
     """One finished call. `ts` is when it started (epoch seconds)."""
@@ -112,6 +119,7 @@ class CallRecord:
     result_bytes: int | None = None  # that result's size
     run: str | None = None  # a coffer__run call's id (coffer.codemode)
     parent: str | None = None  # a call made by a coffer__run script: that run's id
+    member: str | None = None  # `serve --http --team`: who (coffer.trust.team)
 
 
 def _short(value: object, limit: int = _TEXT_MAX) -> str | None:
@@ -141,12 +149,13 @@ def _row(rec: CallRecord, pid: int) -> tuple[Any, ...]:
         int(rec.result_bytes) if rec.result_bytes is not None else None,
         rec.run if rec.run is not None and _RUN_ID.fullmatch(rec.run) else None,
         rec.parent if rec.parent is not None and _RUN_ID.fullmatch(rec.parent) else None,
+        _short(rec.member),
     )
 
 
 _INSERT = (
     "INSERT INTO calls (ts, client_name, client_version, server, tool, duration_ms, outcome, error_class, pid, "
-    "kept, result_bytes, run, parent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "kept, result_bytes, run, parent, member) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _KEPT_ID = re.compile(r"[0-9a-f]{32}")
 _RUN_ID = re.compile(r"[0-9a-f]{16}")

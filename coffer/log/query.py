@@ -23,6 +23,7 @@ class Filters:
     outcomes: tuple[str, ...] = ()
     client: str | None = None  # client name, case-insensitive
     since: float | None = None  # epoch seconds
+    member: str | None = None  # a team gateway's member (coffer.trust.team)
 
     def where(self) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -42,6 +43,9 @@ class Filters:
         if self.since is not None:
             clauses.append("ts >= ?")
             params.append(self.since)
+        if self.member:
+            clauses.append("member = ?")
+            params.append(self.member)
         return (" AND ".join(clauses) or "1"), params
 
 

@@ -52,8 +52,18 @@ class Telemetry:
     calls: Any  # counter: coffer.calls
     duration: Any  # histogram: coffer.call.duration (ms)
 
-    def record(self, server: str, tool: str, outcome: str, ms: float, client: str | None, session: str) -> None:
-        """Coffer's attributes on the current (SDK-made) SERVER span, and the call metrics."""
+    def record(
+        self,
+        server: str,
+        tool: str,
+        outcome: str,
+        ms: float,
+        client: str | None,
+        session: str,
+        member: str | None = None,
+    ) -> None:
+        """Coffer's attributes on the current (SDK-made) SERVER span, and the call metrics; a team
+        gateway's member as `enduser.id` (OpenTelemetry's semantic convention), on the span only."""
         from opentelemetry import trace
 
         attributes = {"coffer.server": server, "coffer.tool": tool, "coffer.outcome": outcome}
@@ -62,6 +72,8 @@ class Telemetry:
             span.set_attributes(
                 attributes | {"coffer.duration_ms": ms, "coffer.session": session, "coffer.client": client or "unknown"}
             )
+            if member is not None:
+                span.set_attribute("enduser.id", member)
         self.calls.add(1, attributes)
         self.duration.record(ms, attributes)
 

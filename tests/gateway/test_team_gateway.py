@@ -150,6 +150,19 @@ async def test_an_sdk_client_discovers_the_provider_signs_in_and_calls_tools(tea
         await session.initialize()
         assert "alpha__echo" in [t.name for t in (await session.list_tools()).tools]
         assert text(await session.call_tool("alpha__echo", {"text": "as a member"})) == "as a member"
+    import json
+
+    from typer.testing import CliRunner
+
+    from tests.conftest import run_cli
+
+    def logged(*args: str) -> list[dict[str, Any]]:
+        return list(json.loads(run_cli(CliRunner(), "log", *args, "--json").stdout)["calls"])  # type: ignore[attr-defined]
+
+    await wait_for(lambda: bool(logged("--member", "agent-alice")), what="the member's call in the log")
+    (row,) = logged("--member", "agent-alice")
+    assert row["tool"] == "echo" and row["member"] == "agent-alice"
+    assert logged("--member", "agent-bob") == []
     assert storage.tokens is not None
     token = storage.tokens.access_token.encode()
     kept = [p for p in g.home.rglob("*") if p.is_file() and token in p.read_bytes()]

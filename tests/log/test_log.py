@@ -164,14 +164,16 @@ def test_old_schema_file_is_upgraded_in_place(tmp_path: Path) -> None:
         "0002_pid_tool_index_meta",
         "0003_kept_results",
         "0004_script_calls",
+        "0005_member",
     ]
-    assert "calls_server_tool" in {i.name for i in db["calls"].indexes}
+    assert {"calls_server_tool", "calls_member"} <= {i.name for i in db["calls"].indexes}
     rows = logq.query(db)
     assert [(r["tool"], r["outcome"], r["pid"], r["parent"]) for r in rows] == [
         ("get_issue", "timeout", None, None),
         ("search_issues", "ok", os.getpid(), None),
     ]
     assert [r["tool"] for r in logq.query(db, logq.Filters(tool="github__get_issue"))] == ["get_issue"]
+    assert all(r["member"] is None for r in rows)  # one user's calls have no member
 
 
 def test_ids_keep_growing_after_everything_is_pruned(tmp_path: Path) -> None:
