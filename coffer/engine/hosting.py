@@ -106,7 +106,8 @@ def run_in_process(
         from coffer.vault import registry
 
         verifier = Verifier(team_from(registry.load().team))
-    sock = None if http_port is None else tcp_listener(http_port)  # a port in use: one error, no half start
+    bind = verifier.team.listen if verifier is not None else "127.0.0.1"
+    sock = None if http_port is None else tcp_listener(http_port, bind)  # a port in use: one error, no half start
     token = None
     if sock is not None and auth and verifier is None:
         from coffer.trust.http_token import serve_token

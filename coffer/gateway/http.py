@@ -125,7 +125,7 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verif
     from coffer.gateway.sdk import streamable_http_app
 
     # Host and Origin checks stay on; an answer with nothing before it goes out as JSON (httpshape)
-    app = _versioned(streamable_http_app(gateway.server))
+    app = _versioned(streamable_http_app(gateway.server, public=team.team.host if team is not None else None))
     if team is not None:
         app = _team_guarded(app, team)
     elif token is not None:
@@ -155,4 +155,5 @@ def serving_line(port: int, token: bool, team: Verifier | None = None) -> str:
     how = "bearer token required (coffer paths: http_token)" if token else "no authentication (--no-auth)"
     if team is not None:
         how = f"access tokens from {team.team.issuer} for {team.team.resource} required ([team])"
+        return f"coffer: serving MCP on http://{team.team.listen}:{port}/mcp, {how}\n"
     return f"coffer: serving MCP on http://127.0.0.1:{port}/mcp, {how}\n"

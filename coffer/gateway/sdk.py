@@ -257,15 +257,19 @@ class _SessionManager(StreamableHTTPSessionManager):
         return transport
 
 
-def streamable_http_app(server: Server[Any], path: str = "/mcp") -> Any:
+def streamable_http_app(server: Server[Any], path: str = "/mcp", public: str | None = None) -> Any:
     """The server's streamable HTTP app on 127.0.0.1 as `Server.streamable_http_app(host="127.0.0.1")`
     builds it (Host and Origin checks on, the SDK's limits), with `StreamableHTTPTransport` per session,
     served at `path` by a bare ASGI app (Starlette's router and its two middlewares wrapped every request
-    and every message sent, for one route)."""
+    and every message sent, for one route). `public`: the `host[:port]` a team gateway is reached by
+    (its resource URL's), accepted beside loopback."""
+    hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+    origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+    if public:
+        hosts += [public, *([f"{public}:*"] if ":" not in public else [])]
+        origins += [f"https://{public}", f"http://{public}"]
     security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
     manager = _SessionManager(app=server, security_settings=security)
     return lifespan_app(manager.run, path, StreamableHTTPASGIApp(manager))

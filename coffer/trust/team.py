@@ -8,6 +8,7 @@ The vault's `[team]` names the provider and this gateway:
     resource = "https://coffer.example.com/mcp"   # this gateway's URL: the tokens' audience (RFC 8707)
     scopes = ["mcp:tools"]                        # what every token must grant
     members = ["group:eng", "sub:agent-ci", "email:ana@example.com"]   # who may use it
+    listen = "0.0.0.0"                            # bind all addresses (a container); loopback by default
 
 An access token is checked on every request: a JWT by the issuer's keys (fetched from its JWKS, kept,
 fetched again when a token names a key not seen: rotation), its `iss`, `aud` (this resource), `exp`
@@ -45,6 +46,14 @@ class Team:
     scopes: tuple[str, ...] = ()
     members: tuple[tuple[str, str], ...] = ()  # (claim kind, value)
     introspection_client: tuple[str, str] | None = None  # (client id, secret), for opaque tokens
+    listen: str = "127.0.0.1"  # the address to bind: "0.0.0.0" in a container, behind the Service
+
+    @property
+    def host(self) -> str:
+        """The resource's `host:port` as clients send it in `Host`: accepted beside loopback."""
+        from urllib.parse import urlsplit
+
+        return urlsplit(self.resource).netloc
 
     @property
     def metadata_path(self) -> str:
@@ -103,7 +112,10 @@ def team_from(raw: dict[str, Any]) -> Team:
         ):
             raise UsageError('[team] introspection_client must be { id = "...", secret = "${secret:NAME}" }')
         pair = (client["id"], expand(client["secret"], what="[team] introspection_client secret"))
-    return Team(str(issuer).rstrip("/"), str(resource), tuple(scopes), tuple(members), pair)
+    listen = raw.get("listen", "127.0.0.1")
+    if listen not in ("127.0.0.1", "0.0.0.0", "::", "::1") and not str(listen).replace(".", "").isdigit():
+        raise UsageError(f"[team] listen must be an IP address to bind (0.0.0.0 in a container), not {listen!r}")
+    return Team(str(issuer).rstrip("/"), str(resource), tuple(scopes), tuple(members), pair, str(listen))
 
 
 @dataclass(frozen=True)

@@ -238,3 +238,38 @@ def test_a_team_table_that_does_not_hold_is_one_line_before_anything_starts(
     assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1  # type: ignore[attr-defined]
     assert vault.read_text() == before
     assert "needs --http" in run_cli(CliRunner(), "serve", "--team", code=2).stderr  # type: ignore[attr-defined]
+
+
+async def test_the_gateway_answers_to_its_public_name_and_no_other(coffer_home: Path) -> None:
+    """Behind a Service or a proxy, clients reach the gateway by its resource URL's host: that Host is
+    taken (besides loopback), any other is refused before the token is even looked at by MCP."""
+    port, idp_port = free_port(), free_port()
+    resource = f"http://coffer.test:{port}/mcp"
+    idp = start_idp(idp_port, resource, "k1")
+    add_fixture(coffer_home, "alpha")
+    vault = coffer_home / "coffer.toml"
+    vault.write_text(
+        f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nmembers = ["group:eng"]\n\n' + vault.read_text()
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
+        env=serve_env(coffer_home),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http --team")
+        token = idp.token("agent-alice", resource)
+        local = f"http://127.0.0.1:{port}/mcp"
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+        ok = httpx2.post(local, json=body, headers={**headers, "Host": f"coffer.test:{port}"}, timeout=10)
+        assert ok.status_code == 200, ok.text
+        other = httpx2.post(local, json=body, headers={**headers, "Host": f"evil.test:{port}"}, timeout=10)
+        assert other.status_code in (400, 403, 421), other.status_code
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        idp.proc.terminate()
+        idp.proc.wait(10)
