@@ -35,6 +35,7 @@ SMALLEST: dict[str, list[str]] = {
     "bench_search_cli": ["--runs", "1"],
     "bench_soak": ["--minutes", "0.1", "--workers", "1"],
     "bench_team": ["--checks", "100"],
+    "bench_team_load": ["--members", "2", "--sessions", "1", "--calls", "2"],
 }
 LIMIT_S = 300
 
