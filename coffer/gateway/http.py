@@ -56,7 +56,8 @@ def _team_guarded(app: Any, verifier: Verifier) -> Any:
     pointer = f'resource_metadata="{team.metadata_url}"'
 
     async def refuse(send: Any, status: int, challenge: str, body: dict[str, str]) -> None:
-        headers = [(b"content-type", b"application/json"), (b"www-authenticate", challenge.encode("latin-1"))]
+        value = challenge.encode("latin-1", errors="replace")
+        headers = [(b"content-type", b"application/json"), (b"www-authenticate", value)]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
@@ -81,7 +82,8 @@ def _team_guarded(app: Any, verifier: Verifier) -> Any:
                 member = await anyio.to_thread.run_sync(verifier.check, token.strip())
         except Refused as exc:
             extra = f', scope="{" ".join(team.scopes)}"' if exc.error == "insufficient_scope" else ""
-            challenge = f'Bearer error="{exc.error}", error_description="{exc.description}"{extra}, {pointer}'
+            quoted = exc.description.replace("\\", "").replace('"', "'")  # a quoted-string (RFC 9110)
+            challenge = f'Bearer error="{exc.error}", error_description="{quoted}"{extra}, {pointer}'
             await refuse(send, exc.status, challenge, {"error": exc.error, "error_description": exc.description})
             return
         scope.setdefault("state", {})["member"] = member.sub

@@ -163,7 +163,7 @@ class Verifier:
             kept = self._seen.get(key)
         if kept is not None and kept[0] > now:
             if isinstance(kept[1], Refused):
-                raise kept[1]
+                raise Refused(kept[1].status, kept[1].error, kept[1].description)
             return kept[1]
         try:
             member = self._member(self._claims(token))

@@ -55,8 +55,9 @@ class Idp:
         return str(answer.json()["access_token"])
 
 
-def start_idp(port: int, resource: str, kid: str, ttl: int = 300) -> Idp:
+def start_idp(port: int, resource: str, kid: str, ttl: int = 300, fmt: str = "jwt") -> Idp:
     argv = ["node", str(IDP), "--port", str(port), "--resource", resource, "--kid", kid, "--ttl", str(ttl)]
+    argv += ["--format", fmt]
     proc = subprocess.Popen(
         [*argv, "--modules", str(MODULES)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -268,6 +269,41 @@ async def test_the_gateway_answers_to_its_public_name_and_no_other(coffer_home: 
         assert ok.status_code == 200, ok.text
         other = httpx2.post(local, json=body, headers={**headers, "Host": f"evil.test:{port}"}, timeout=10)
         assert other.status_code in (400, 403, 421), other.status_code
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        idp.proc.terminate()
+        idp.proc.wait(10)
+
+
+async def test_opaque_tokens_are_introspected(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider that issues opaque tokens: the gateway asks it (RFC 7662) with its own client, whose
+    secret the vault references, never writes; an unknown token is not active; without an introspection
+    client an opaque token cannot be checked and is refused."""
+    port, idp_port = free_port(), free_port()
+    resource = f"http://127.0.0.1:{port}/mcp"
+    idp = start_idp(idp_port, resource, "k1", fmt="opaque")
+    monkeypatch.setenv("COFFER_TEST_INTROSPECTION", "yawetag-reffoc")
+    add_fixture(coffer_home, "alpha")
+    vault = coffer_home / "coffer.toml"
+    client = 'introspection_client = { id = "coffer-gateway", secret = "${COFFER_TEST_INTROSPECTION}" }'
+    team = f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nmembers = ["group:eng"]\n{client}\n\n'
+    vault.write_text(team + vault.read_text())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
+        env=serve_env(coffer_home),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http --team")
+        opaque = idp.token("agent-alice", resource)
+        assert opaque.count(".") == 0  # not a JWT
+        assert post(resource, opaque).status_code == 200
+        assert post(resource, idp.token("agent-bob", resource)).status_code == 403  # active, not a member
+        unknown = post(resource, "x" * 43)
+        assert unknown.status_code == 401 and "not active" in unknown.text
+        assert "yawetag-reffoc" not in vault.read_text()
     finally:
         proc.terminate()
         proc.wait(10)
