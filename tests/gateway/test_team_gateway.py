@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -72,31 +73,38 @@ class Gateway:
     home: Path
 
 
-@pytest.fixture
-def team_gateway(coffer_home: Path) -> Iterator[Gateway]:
+@contextmanager
+def served(home: Path, host: str = "127.0.0.1", fmt: str = "jwt", extra: str = "") -> Iterator[Gateway]:
+    """An OpenID provider and `coffer serve --http PORT --team` behind it, with the fixture upstream
+    `alpha`; the gateway's resource URL names `host` (its public name), and `extra` joins [team]."""
     port, idp_port = free_port(), free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    idp = start_idp(idp_port, resource, "k1")
-    add_fixture(coffer_home, "alpha", "relay")
-    vault = coffer_home / "coffer.toml"
-    vault.write_text(
-        f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nscopes = ["mcp:tools"]\n'
-        f'members = ["group:eng", "sub:agent-carol"]\n\n' + vault.read_text()
-    )
+    resource = f"http://{host}:{port}/mcp"
+    idp = start_idp(idp_port, resource, "k1", fmt=fmt)
+    add_fixture(home, "alpha", "relay")
+    vault = home / "coffer.toml"
+    team = f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nscopes = ["mcp:tools"]\n'
+    vault.write_text(team + f'members = ["group:eng", "sub:agent-carol"]\n{extra}\n\n' + vault.read_text())
     proc = subprocess.Popen(
         [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
-        env=serve_env(coffer_home),
+        env=serve_env(home),
         stdin=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    gateway = Gateway(resource, idp, home)
     try:
         anyio.run(lambda: wait_for(lambda: listening(port), timeout=20, what="coffer serve --http --team"))
-        yield Gateway(resource, idp, coffer_home)
+        yield gateway
     finally:
         proc.terminate()
         proc.wait(10)
-        idp.proc.terminate()
-        idp.proc.wait(10)
+        gateway.idp.proc.terminate()
+        gateway.idp.proc.wait(10)
+
+
+@pytest.fixture
+def team_gateway(coffer_home: Path) -> Iterator[Gateway]:
+    with served(coffer_home) as gateway:
+        yield gateway
 
 
 class Memory(TokenStorage):
@@ -241,26 +249,12 @@ def test_a_team_table_that_does_not_hold_is_one_line_before_anything_starts(
     assert "needs --http" in run_cli(CliRunner(), "serve", "--team", code=2).stderr  # type: ignore[attr-defined]
 
 
-async def test_the_gateway_answers_to_its_public_name_and_no_other(coffer_home: Path) -> None:
+def test_the_gateway_answers_to_its_public_name_and_no_other(coffer_home: Path) -> None:
     """Behind a Service or a proxy, clients reach the gateway by its resource URL's host: that Host is
     taken (besides loopback), any other is refused before the token is even looked at by MCP."""
-    port, idp_port = free_port(), free_port()
-    resource = f"http://coffer.test:{port}/mcp"
-    idp = start_idp(idp_port, resource, "k1")
-    add_fixture(coffer_home, "alpha")
-    vault = coffer_home / "coffer.toml"
-    vault.write_text(
-        f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nmembers = ["group:eng"]\n\n' + vault.read_text()
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
-        env=serve_env(coffer_home),
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http --team")
-        token = idp.token("agent-alice", resource)
+    with served(coffer_home, host="coffer.test") as g:
+        port = g.url.rsplit(":", 1)[1].split("/")[0]
+        token = g.idp.token("agent-alice", g.url)
         local = f"http://127.0.0.1:{port}/mcp"
         hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
         body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
@@ -269,43 +263,19 @@ async def test_the_gateway_answers_to_its_public_name_and_no_other(coffer_home: 
         assert ok.status_code == 200, ok.text
         other = httpx2.post(local, json=body, headers={**headers, "Host": f"evil.test:{port}"}, timeout=10)
         assert other.status_code in (400, 403, 421), other.status_code
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        idp.proc.terminate()
-        idp.proc.wait(10)
 
 
-async def test_opaque_tokens_are_introspected(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_opaque_tokens_are_introspected(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A provider that issues opaque tokens: the gateway asks it (RFC 7662) with its own client, whose
     secret the vault references, never writes; an unknown token is not active; without an introspection
     client an opaque token cannot be checked and is refused."""
-    port, idp_port = free_port(), free_port()
-    resource = f"http://127.0.0.1:{port}/mcp"
-    idp = start_idp(idp_port, resource, "k1", fmt="opaque")
     monkeypatch.setenv("COFFER_TEST_INTROSPECTION", "yawetag-reffoc")
-    add_fixture(coffer_home, "alpha")
-    vault = coffer_home / "coffer.toml"
     client = 'introspection_client = { id = "coffer-gateway", secret = "${COFFER_TEST_INTROSPECTION}" }'
-    team = f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nmembers = ["group:eng"]\n{client}\n\n'
-    vault.write_text(team + vault.read_text())
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
-        env=serve_env(coffer_home),
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        await wait_for(lambda: listening(port), timeout=20, what="coffer serve --http --team")
-        opaque = idp.token("agent-alice", resource)
+    with served(coffer_home, fmt="opaque", extra=client) as g:
+        opaque = g.idp.token("agent-alice", g.url)
         assert opaque.count(".") == 0  # not a JWT
-        assert post(resource, opaque).status_code == 200
-        assert post(resource, idp.token("agent-bob", resource)).status_code == 403  # active, not a member
-        unknown = post(resource, "x" * 43)
+        assert post(g.url, opaque).status_code == 200
+        assert post(g.url, g.idp.token("agent-bob", g.url)).status_code == 403  # active, not a member
+        unknown = post(g.url, "x" * 43)
         assert unknown.status_code == 401 and "not active" in unknown.text
-        assert "yawetag-reffoc" not in vault.read_text()
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        idp.proc.terminate()
-        idp.proc.wait(10)
+        assert "yawetag-reffoc" not in (coffer_home / "coffer.toml").read_text()
