@@ -208,19 +208,22 @@ def _int(params: dict[str, str], key: str, default: int, most: int) -> int:
 
 def usage(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
     """The log page: calls over time, per server and per tool (the figures of `coffer log stats`), and
-    the listed tools never called, over a window (1h, 24h, 7d, 30d, 90d)."""
+    the listed tools never called, over a window (1h, 24h, 7d, 30d, 90d); `member`: one team member's."""
     from coffer.manage.usage import usage as tool_usage
 
     window = params.get("window", "7d")
     if window not in WINDOWS:
         raise UsageError(f"unknown window '{window}': expected one of {', '.join(WINDOWS)}")
     now = time.time()
-    filters = log.Filters(since=now - WINDOWS[window])
+    member = params.get("member") or None
+    filters = log.Filters(since=now - WINDOWS[window], member=member)
     db = open_log()
     try:
         found = tool_usage(filters, db)
         return {
             "window": window,
+            "member": member,
+            "members": log.members(db, now - WINDOWS[window]),  # a team gateway's: the filter offers them
             "timeline": series.timeline(db, filters, now),
             "servers": series.by_server(db, filters),
             "tools": found["stats"],

@@ -140,3 +140,10 @@ def figures(durations: list[float], failures: int) -> dict[str, Any]:
         "p50_ms": round(percentile(durations, 50), 3),
         "p95_ms": round(percentile(durations, 95), 3),
     }
+
+
+def members(db: sqlite_utils.Database, since: float | None = None) -> list[str]:
+    """The team members (`serve --http --team`) who called anything since `since`, by name."""
+    where, params = ("ts >= ?", [since]) if since is not None else ("1", [])
+    sql = f"SELECT DISTINCT member FROM calls WHERE member IS NOT NULL AND {where} ORDER BY member"
+    return [row[0] for row in db.execute(sql, params).fetchall()]

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import tomlkit
 
+from coffer.log.calls import open_log
 from coffer.manage import servers
 from coffer.upstreams import sandbox as coffer_sandbox
 from coffer.vault import catalogue, registry
@@ -229,6 +230,20 @@ def test_log_page_charts_the_calls(page: Any, shots: Path) -> None:
     starts = [float(ticks.nth(i).get_attribute("data-start")) for i in range(ticks.count())]
     assert max(starts) > time.time() - 6 * 3600 - 60, "the rightmost label is the bar that holds now (today)"
     shoot(page, shots, "log")
+    # a team gateway's log: one member's calls (coffer log --member), picked in the page
+    assert page.locator("#member option").all_inner_texts() == ["every member", "ana", "ben", "cleo"]
+    db = open_log()
+    try:
+        ana = db.execute("SELECT count(*) FROM calls WHERE member = 'ana'").fetchone()[0]
+    finally:
+        db.conn.close()
+    page.select_option("#member", "ana")
+    page.wait_for_selector("main[data-page=log][aria-busy=false] #member")
+    assert page.locator("#member").input_value() == "ana"
+    mine = page.locator("#timeline rect[data-calls]")
+    assert 0 < sum(int(mine.nth(i).get_attribute("data-calls")) for i in range(mine.count())) == ana < 600
+    page.select_option("#member", "")
+    page.wait_for_selector("main[data-page=log][aria-busy=false] #member")
     page.click("button:has-text('1h')")
     page.wait_for_selector("main[data-page=log][aria-busy=false] button[aria-pressed=true]:has-text('1h')")
     shown = page.locator("#timeline rect[data-calls]")

@@ -71,6 +71,9 @@ def build(calls: int = 600, seed: int = 7) -> dict[str, list[dict]]:
     return by_server
 
 
+MEMBERS = ("ana", "ben", "cleo")
+
+
 def _log(by_server: dict[str, list[dict]], calls: int, seed: int) -> None:
     """`calls` calls over the last 7 days, most on a few servers, some failed, written by CallLog."""
     rng = random.Random(seed)
@@ -91,6 +94,7 @@ def _log(by_server: dict[str, list[dict]], calls: int, seed: int) -> None:
                     duration_ms=rng.lognormvariate(3.0, 0.8),
                     outcome=outcome,
                     error_class="UpstreamError" if outcome == "error" else None,
+                    member=rng.choice(MEMBERS),  # as a team gateway logs them (serve --http --team)
                 )
             )
     finally:

@@ -390,13 +390,24 @@ function scoreBar(parts, top) {
 
 // ---------------------------------------------------------------- log
 
-async function logPage(root, span) {
-  const window_ = span || "7d";
-  const data = await api(`/api/usage?window=${window_}`);
+async function logPage(root, arg) {
+  // arg: the window ("7d"), or { window, member } once a team member is picked
+  const window_ = (typeof arg === "object" && arg ? arg.window : arg) || "7d";
+  const member = typeof arg === "object" && arg ? arg.member || "" : "";
+  const query = `window=${window_}` + (member ? `&member=${encodeURIComponent(member)}` : "");
+  const data = await api(`/api/usage?${query}`);
   const seg = el("div", { class: "seg toolbar", role: "group", "aria-label": "time window" },
     ["1h", "24h", "7d", "30d", "90d"].map((w) => el("button", {
-      "aria-pressed": String(w === window_), onclick: () => render("log", w),
+      "aria-pressed": String(w === window_), onclick: () => render("log", { window: w, member }),
     }, w)));
+  if (data.members.length || member) {  // a team gateway's log: whose calls
+    const pick = el("select", { id: "member", "aria-label": "member",
+      onchange: (e) => render("log", { window: window_, member: e.target.value }) },
+      el("option", { value: "" }, "every member"),
+      [...new Set([...data.members, ...(member ? [member] : [])])].map((m) => el("option", { value: m }, m)));
+    pick.value = member;
+    seg.append(pick);
+  }
   const total = data.servers.reduce((s, r) => s + r.count, 0);
   const errors = data.servers.reduce((s, r) => s + r.errors, 0);
   root.append(el("h1", {}, "Invocation log"), seg,
