@@ -131,5 +131,11 @@ PROBE_TIMEOUT_S = 15.0  # `coffer add` and `coffer import` wait this long at mos
 
 def probe_configs(configs: list[ServerConfig]) -> list[ServerConfig]:
     """The configs with their start timeout capped for a first probe, so one hanging server cannot hold
-    `add` or `import` for its full timeout (a call through `coffer serve` still gets all of it)."""
-    return [dataclasses.replace(c, timeout=min(c.timeout, PROBE_TIMEOUT_S)) for c in configs]
+    `add` or `import` for its full timeout (a call through `coffer serve` still gets all of it). A
+    timeout the entry sets itself (`coffer add --timeout 90`: a cold `npx` or `uvx` download) is kept."""
+    from coffer.vault.servers import DEFAULT_TIMEOUT_S
+
+    return [
+        c if c.timeout != DEFAULT_TIMEOUT_S else dataclasses.replace(c, timeout=min(c.timeout, PROBE_TIMEOUT_S))
+        for c in configs
+    ]

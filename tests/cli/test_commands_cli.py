@@ -135,3 +135,20 @@ def test_errors_under_json_are_json(cli: CliRunner) -> None:
     assert "coffer: error: unknown server 'nope'" in failed.stderr  # type: ignore[attr-defined]
     plain = run_cli(cli, "show", "nope", code=3)
     assert plain.stdout == ""  # type: ignore[attr-defined]
+
+
+def test_add_waits_as_long_as_its_own_timeout_says(
+    cli: CliRunner, coffer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first start is capped (one hanging server must not hold `add`), but not below a timeout the user
+    gave: a cold `npx`/`uvx` download can take longer than the cap, and `--timeout 90` says so."""
+    from coffer.manage import probe
+    from tests.fixtures.gateway_harness import FIXTURE
+
+    monkeypatch.setattr(probe, "PROBE_TIMEOUT_S", 0.5)
+    slow = ["--", sys.executable, str(FIXTURE), "--mode", "slow_start=1.5", "--name", "slow"]
+    capped = run_cli(cli, "add", "capped", *slow, code=None)
+    assert capped.exit_code != 0 and "no answer within 0.5s" in capped.stderr  # type: ignore[attr-defined]
+    run_cli(cli, "remove", "capped")
+    done = run_cli(cli, "add", "patient", "--timeout", "20", *slow)
+    assert "serves" in done.stdout + done.stderr  # type: ignore[attr-defined]
