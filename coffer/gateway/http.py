@@ -22,6 +22,14 @@ if TYPE_CHECKING:
 KEEP_ALIVE_S = 120
 
 
+async def _answer(send: Any, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
+    """A whole JSON response from a guard, before the app sees the request."""
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json"), *headers]}
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
 def _guarded(app: Any, token: str) -> Any:
     """Every HTTP request must carry `Authorization: Bearer <token>` (coffer.trust.http_token)."""
     from coffer.trust.http_token import authorised
@@ -30,9 +38,7 @@ def _guarded(app: Any, token: str) -> Any:
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and not authorised(dict(scope["headers"]).get(b"authorization", b""), token):
-            headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="coffer"')]
-            await send({"type": "http.response.start", "status": 401, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await _answer(send, 401, body, (b"www-authenticate", b'Bearer realm="coffer"'))
             return
         await app(scope, receive, send)
 
@@ -57,18 +63,14 @@ def _team_guarded(app: Any, verifier: Verifier) -> Any:
 
     async def refuse(send: Any, status: int, challenge: str, body: dict[str, str]) -> None:
         value = challenge.encode("latin-1", errors="replace")
-        headers = [(b"content-type", b"application/json"), (b"www-authenticate", value)]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": json.dumps(body).encode()})
+        await _answer(send, status, json.dumps(body).encode(), (b"www-authenticate", value))
 
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
             return
         if scope["path"] in wellknown and scope["method"] in ("GET", "HEAD"):
-            headers = [(b"content-type", b"application/json"), (b"cache-control", b"max-age=300")]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": metadata})
+            await _answer(send, 200, metadata, (b"cache-control", b"max-age=300"))
             return
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
         scheme, _, token = header.partition(" ")
@@ -108,10 +110,7 @@ def _versioned(app: Any) -> Any:
                 f"coffer speaks {', '.join(SUPPORTED_PROTOCOL_VERSIONS)}"
             )
             error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
-            await send(
-                {"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]}
-            )
-            await send({"type": "http.response.body", "body": json.dumps(error).encode()})
+            await _answer(send, 400, json.dumps(error).encode())
             return
         await app(scope, receive, send)
 
