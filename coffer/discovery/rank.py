@@ -60,7 +60,8 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
         return [], len(rows)  # not one of its words is in any entry: what meaning alone finds is noise
     scored = {int(doc.id): score for doc, score in ranker.search(query, max(POOL, 3 * k)).hits}
     index_of = {doc.id: n for n, doc in enumerate(ranker.docs)}
-    makers = [i for i, name in cache.published_by(_words(query), registries) if i not in scored and first_party(name)]
+    named = _words(query)
+    makers = [i for i, name in cache.published_by(sorted(named), registries) if i not in scored and first_party(name)]
     makers = [i for i in makers if str(i) in index_of]  # the maker's own server, wherever the words put it
     scored.update(zip(makers, ranker.scores_of(query, [index_of[str(i)] for i in makers]), strict=True))
     if not scored:
@@ -73,7 +74,6 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     close = [scored[i] >= CLOSE * best for i in ids]
     fits = dict(zip(ids, map(_fit_word, covered.shares, covered.key_held, close), strict=True))
     found = cache.entries_at(ids)
-    named = set(_words(query))
     weighed = [(found[i], score * _standing(found[i], named), fits[i]) for i, score in scored.items() if i in found]
     weighed.sort(key=lambda w: (not (_names_maker(w[0], named) and w[2] != "loose"), -w[1]))
     folded = _fold(weighed)
@@ -122,9 +122,9 @@ def _fold(weighed: list[tuple[Entry, float, str]]) -> list[tuple[Entry, float, s
     return [(e, s, c, tuple(also)) for e, s, c, also in out]
 
 
-def _words(query: str) -> list[str]:
+def _words(query: str) -> set[str]:
     """The query's words as a namespace could spell them ("GitLab" -> gitlab, "monday.com" -> monday)."""
-    return list(dict.fromkeys(w for w in re.split(r"[^a-z0-9-]+", query.lower()) if len(w) >= 2))
+    return {w for w in re.split(r"[^a-z0-9-]+", query.lower()) if len(w) >= 2}
 
 
 def _fit_word(share: float, key_held: bool, close: bool) -> str:

@@ -49,8 +49,9 @@ def refresh(urls: list[str], only_stale: bool = False, on_page: Callable[[int], 
     was and is named in the notes returned (raises only when every registry failed and none has a cache)."""
     notes: list[str] = []
     failed = 0
+    due = set(cache.stale(urls)) if only_stale else set(urls)
     for state in cache.states(urls):
-        if only_stale and state.registry not in cache.stale([state.registry]):
+        if state.registry not in due:
             continue
         try:
             _, skipped = cache.refresh(state.registry, on_page=on_page)
