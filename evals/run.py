@@ -92,8 +92,7 @@ def world_evidence(ds: datasets.Dataset, ranker: Any) -> Any:
     known = recorded_words()
     if known is None:
         return lambda query: 0.0
-    texts = (f"{t.name} {t.description} {json.dumps(t.input_schema)}" for t in ds.tools)
-    knows = world.vault_vocabulary(texts, ranker.knows_word)
+    knows = world.vault_vocabulary(ds.tools, ranker.knows_word)
     return lambda query: max((v for _, v in world.services(query, knows, known)), default=0.0)
 
 

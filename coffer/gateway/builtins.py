@@ -379,8 +379,7 @@ def _asks_elsewhere(
         return []
     knows = _VOCABULARIES.get(key)
     if knows is None:
-        texts = (f"{t.name} {t.description} {json.dumps(t.input_schema)}" for t in visible)
-        knows = _VOCABULARIES[key] = world.vault_vocabulary(texts, ranker.knows_word)
+        knows = _VOCABULARIES[key] = world.vault_vocabulary(visible, ranker.knows_word)
         while len(_VOCABULARIES) > 8:  # a few catalogues (profiles) at a time
             _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
     return world.asks_elsewhere(query, knows, known)
