@@ -32,6 +32,7 @@ from typing import Any
 from coffer.errors import UsageError
 
 CACHE_S = 60.0  # a validated token is trusted this long at most (and never past its exp)
+REFUSED_S = 5.0  # a refused token is not checked again at every retry within this long
 LEEWAY_S = 5  # clock skew allowed on exp / nbf / iat
 KEY_REFETCH_S = 3.0  # a token naming an unknown key fetches the provider's keys again, at most this often
 _CLAIM_KINDS = ("sub", "email", "group", "client")
@@ -79,6 +80,11 @@ class Team:
             "bearer_methods_supported": ["header"],
             "resource_name": "Coffer team gateway",
         }
+
+
+def _digest(token: str) -> str:
+    """What a checked token is kept by: its hash, never the token itself."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def team_from(raw: dict[str, Any]) -> Team:
@@ -150,32 +156,34 @@ class Verifier:
     def peek(self, token: str) -> Member | None:
         """The member a token already checked speaks for, without blocking (the per-request fast path);
         None when it must be checked (`check`, in a thread: it may fetch the provider's keys)."""
-        kept = self._seen.get(hashlib.sha256(token.encode()).hexdigest())
-        if kept is not None and kept[0] > time.time() and isinstance(kept[1], Member):
-            return kept[1]
-        return None
+        kept = self._kept(_digest(token))
+        return kept if isinstance(kept, Member) else None
 
     def check(self, token: str) -> Member:
         """The member `token` speaks for; raises Refused."""
-        key = hashlib.sha256(token.encode()).hexdigest()  # never the token itself in memory twice
+        key = _digest(token)
+        kept = self._kept(key)
+        if isinstance(kept, Refused):
+            raise Refused(kept.status, kept.error, kept.description)
+        if kept is not None:
+            return kept
         now = time.time()
-        with self._lock:
-            kept = self._seen.get(key)
-        if kept is not None and kept[0] > now:
-            if isinstance(kept[1], Refused):
-                raise Refused(kept[1].status, kept[1].error, kept[1].description)
-            return kept[1]
         try:
             member = self._member(self._claims(token))
         except Refused as exc:
             with self._lock:
-                self._seen[key] = (now + 5.0, exc)  # a bad token is not re-checked at every retry
+                self._seen[key] = (now + REFUSED_S, exc)
             raise
         with self._lock:
             if len(self._seen) > 10_000:
                 self._seen = {k: v for k, v in self._seen.items() if v[0] > now}
             self._seen[key] = (min(now + CACHE_S, member.expires), member)
         return member
+
+    def _kept(self, key: str) -> Member | Refused | None:
+        """What a check of this token decided, while it holds."""
+        kept = self._seen.get(key)
+        return kept[1] if kept is not None and kept[0] > time.time() else None
 
     def _claims(self, token: str) -> dict[str, Any]:
         import jwt
