@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,12 +23,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ROOT / ".ci" / "node"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def per_call_us(fn: object, n: int) -> float:
@@ -50,7 +43,9 @@ def main() -> int:
         print("bench_team: needs node and oidc-provider in .ci/node (.ci/run installs them); nothing measured")
         return 0
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "bench"))
     import httpx2
+    from bench_gateway import _free_port as free_port
 
     from coffer.trust.http_token import authorised
     from coffer.trust.team import Team, Verifier
