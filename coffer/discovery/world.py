@@ -22,8 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Protocol
 
+from coffer.ranking.docs import ToolLike
 from coffer.ranking.tokenize import STOPWORDS
 
 SMOOTH = 3.0
@@ -118,18 +118,7 @@ def asks_elsewhere(query: str, vault_knows: Callable[[str], bool], known: Words 
     return [word for word, strength in services(query, vault_knows, known) if strength > THRESHOLD]
 
 
-class Tool(Protocol):
-    """What the vocabulary reads of a tool (a CatalogueTool, an eval set's tool)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def description(self) -> str: ...
-    @property
-    def input_schema(self) -> dict[str, Any]: ...
-
-
-def vault_vocabulary(tools: Iterable[Tool], stem_known: Callable[[str], bool]) -> Callable[[str], bool]:
+def vault_vocabulary(tools: Iterable[ToolLike], stem_known: Callable[[str], bool]) -> Callable[[str], bool]:
     """Whether the vault's tools know a word: as written in their names, descriptions and schemas, or
     as a stem their index holds ("messages": messag); "HubSpot" known as "hub" and "spot" is not "hubspot"."""
     raw = {w for t in tools for w in _lower_words(f"{t.name} {t.description} {json.dumps(t.input_schema)}")}
