@@ -12,7 +12,7 @@ import pytest
 
 from coffer.discovery import cache
 from coffer.discovery.entries import parse_item
-from tests.fixtures.gateway_harness import add_fixture, serve
+from tests.fixtures.gateway_harness import add_fixture, serve, wait_for
 from tests.fixtures.registry_server import WORLD, RecordedRegistry
 
 RECORDED = "https://registry.modelcontextprotocol.io"  # the recording's registry (never reached: the cache only)
@@ -59,10 +59,9 @@ async def test_search_abstains_when_the_query_asks_for_a_service_the_registry_kn
     entries = [parse_item(json.loads(line), RECORDED) for line in WORLD.open(encoding="utf-8")]
     cache.store(entries, RECORDED)
     async with serve(coffer_home) as s:
-        for _ in range(50):  # the upstream's tools are listed once it is up
-            if (await search(s, "echo some text"))["tools"]:
-                break
-            await anyio.sleep(0.1)
+        with anyio.fail_after(60):  # the upstream's tools are listed once it is up
+            while not (await search(s, "echo some text"))["tools"]:
+                await anyio.sleep(0.1)
         slack = await search(s, "send a message on Slack to the #general channel")
         assert slack["tools"] == [] and slack.get("closest"), slack
         assert slack["registry"] and all("slack" in o["name"].lower() + o["about"].lower() for o in slack["registry"])
@@ -88,10 +87,11 @@ async def test_a_running_gateway_keeps_the_registry_cache_fresh_off_the_call_pat
     with RecordedRegistry() as reg:
         (coffer_home / "coffer.toml").write_text(f'[registries]\nofficial = "{reg.url}"\n\n{text}')
         async with serve(coffer_home, args=("--standalone",)) as s:
-            for _ in range(int(REGISTRY_FIRST_LOOK_S * 10) + 100):
-                if cache.states([reg.url])[0].entries:
-                    break
-                await anyio.sleep(0.1)
+            await wait_for(
+                lambda: cache.states([reg.url])[0].entries > 0,
+                timeout=REGISTRY_FIRST_LOOK_S + 60,
+                what="the background refresh to fill the cache",
+            )
             assert cache.states([reg.url])[0].entries == len(reg.versions)
             lacking = await search(s, "read a Figma design")
             assert lacking["registry"][0]["name"] == "io.github.GLips/Figma-Context-MCP"
