@@ -8,6 +8,7 @@ Modules:
     launch    `Plan`: which package or remote runs, pinned, and the inputs it needs
     rank      `find`: the vault's own ranker over the cache, weighed by publisher, upkeep and runnability
     world     which words name servers: how the gateway tells a service the vault lacks from an argument
+    upkeep    the cache kept fresh in the background while a gateway runs
 
 The use cases (`coffer find`, `add NAME`, `outdated`, `upgrade`) are `coffer.manage.discover`'s.
 Imports the vault (paths, names), ranking (the one ranker) and errors; nothing above them.

@@ -54,8 +54,6 @@ from coffer.vault.registry import Registry, ServerConfig
 
 log = logging.getLogger("coffer.gateway")
 VAULT_POLL_S = 0.5  # how often an idle gateway looks for vault edits (a stat and one SQLite pragma)
-REGISTRY_FIRST_LOOK_S = 5.0  # after the upstreams' starts, not against them
-REGISTRY_LOOK_S = 3600.0  # how often it looks whether a registry cache is a day old
 
 INSTRUCTIONS = (
     "Coffer serves the tools of several MCP servers as <server>__<tool>. When you are not sure which "
@@ -122,8 +120,10 @@ class Gateway:
                 self.listings.start()
                 watcher = anyio.CancelScope()  # stopped before the trust store closes under it
                 self.pool.spawn(self._watch_vault, watcher)
+                from coffer.discovery import upkeep
+
                 freshener = anyio.CancelScope()
-                self.pool.spawn(self._keep_registries_fresh, freshener)
+                self.pool.spawn(upkeep.keep_fresh, lambda: self.view.registry, freshener)
                 if otlp.wanted():
                     self.telemetry = otlp.start()
                     if self.telemetry is not None:
@@ -149,26 +149,6 @@ class Gateway:
                     self.view.current_registry()
                 except Exception as exc:  # the watcher must outlive any one bad read
                     log.warning("could not re-read the vault: %s", exc)
-
-    async def _keep_registries_fresh(self, scope: anyio.CancelScope) -> None:
-        """The registry cache `coffer__search_tools` abstains and suggests from, read again in the
-        background when older than a day (incrementally: what changed since), never on a call's path;
-        `[settings] registry_refresh = false` turns it off. A registry that cannot be reached is tried
-        again at the next look."""
-        from coffer.discovery import cache
-
-        with scope:
-            await anyio.sleep(REGISTRY_FIRST_LOOK_S)
-            while True:
-                registry = self.view.registry
-                if cache.refresh_wanted(registry.settings):
-                    for url in cache.stale(dict.fromkeys(registry.registries.values())):
-                        try:
-                            changed, _ = await anyio.to_thread.run_sync(cache.refresh, url)
-                            log.info("registry cache of %s read: %d entries changed", url, changed)
-                        except Exception as exc:  # down, garbage, offline: the cache stays as it was
-                            log.info("registry cache of %s not refreshed: %s", url, exc)
-                await anyio.sleep(REGISTRY_LOOK_S)
 
     @property
     def registry(self) -> Registry:

@@ -79,7 +79,7 @@ async def test_a_running_gateway_keeps_the_registry_cache_fresh_off_the_call_pat
 ) -> None:
     """The cache abstention and suggestions read is filled in the background (incrementally: what
     changed since), and `registry_refresh = false` keeps a gateway off the registry."""
-    from coffer.gateway.server import REGISTRY_FIRST_LOOK_S
+    from coffer.discovery.upkeep import FIRST_LOOK_S as REGISTRY_FIRST_LOOK_S
 
     monkeypatch.delenv("COFFER_REGISTRY_REFRESH")
     add_fixture(coffer_home, "alpha")
