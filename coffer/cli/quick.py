@@ -200,9 +200,11 @@ def _what(title: str, description: str) -> str:
 
 def parse_serve(argv: Sequence[str]) -> tuple[str | None] | None:
     """(profile,) for `serve` or `serve --profile NAME` through the engine (stdio), else None."""
-    from coffer.engine.hosting import in_process
+    if not argv or argv[0] != "serve":
+        return None
+    from coffer.engine.hosting import in_process  # here: 14 ms that `coffer find` does not need
 
-    if not argv or argv[0] != "serve" or in_process():
+    if in_process():
         return None
     rest = list(argv[1:])
     if not rest:

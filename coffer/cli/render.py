@@ -109,13 +109,14 @@ def warn(message: str) -> None:
 @contextlib.contextmanager
 def progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
     """A transient progress bar on stderr while slow work runs (drawn only on a terminal); yields `advance(text)`."""
+    console = _console(stderr=True)
+    if not console.is_terminal:  # nothing to draw: rich.progress (40 ms to import) is not needed
+        yield lambda _text: None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    console = _console(stderr=True)
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
-    with Progress(
-        *columns, TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal
-    ) as bar:
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(_clean(label), total=total)
 
         def advance(text_value: str) -> None:
@@ -128,16 +129,14 @@ def progress(total: int, label: str) -> Iterator[Callable[[str], None]]:
 def counting(label: str) -> Iterator[Callable[[int], None]]:
     """A transient spinner on stderr for work of unknown size (drawn only on a terminal); yields
     `add(n)`, which counts n more done: "reading the registry: 12,400 servers"."""
+    console = _console(stderr=True)
+    if not console.is_terminal:  # nothing to draw: rich.progress (40 ms to import) is not needed
+        yield lambda _n: None
+        return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    console = _console(stderr=True)
     with Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
     ) as bar:
         task = bar.add_task(_clean(label), total=None)
         done = [0]

@@ -47,29 +47,24 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     The vault's ranker finds candidates by words and meaning; they are then weighed by what the registry
     says of each (who publishes it, whether it is kept up, whether it runs here), near-duplicates are
     folded, and what holds too little of the query is cut: none at all when nothing fits."""
-    from coffer.ranking import Ranker
-    from coffer.vault import paths
 
-    key = f"registries-rowid-{cache.generation(registries)}"  # the docs in row id order
-    rows = cache.index_rows(registries, texts=not Ranker.is_saved(paths.cache_dir(), key))
-    if not rows:
+    ranker = index(registries)
+    if ranker is None:
         return [], 0
-    docs = [Doc(id=str(rowid), name=short, text=text) for rowid, short, text in rows]
-    ranker = Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True)
+    searched = ranker.total
     if _knows_nothing_of(ranker, query):
-        return [], len(rows)  # not one of its words is in any entry: what meaning alone finds is noise
+        return [], searched  # not one of its words is in any entry: what meaning alone finds is noise
     scored = {int(doc.id): score for doc, score in ranker.search(query, max(POOL, 3 * k)).hits}
-    index_of = {doc.id: n for n, doc in enumerate(ranker.docs)}
     named = _words(query)
     makers = [i for i, name in cache.published_by(sorted(named), registries) if i not in scored and first_party(name)]
-    makers = [i for i in makers if str(i) in index_of]  # the maker's own server, wherever the words put it
-    scored.update(zip(makers, ranker.scores_of(query, [index_of[str(i)] for i in makers]), strict=True))
+    at = {i: n for i in makers if (n := ranker.position(str(i))) is not None}  # the maker's own, wherever it ranks
+    scored.update(zip(at, ranker.scores_of(query, list(at.values())), strict=True))
     if not scored:
-        return [], len(rows)
+        return [], searched
     ids = list(scored)
-    covered = ranker.coverage(query, [index_of[str(i)] for i in ids])
+    covered = ranker.coverage(query, [n for i in ids if (n := ranker.position(str(i))) is not None])
     if covered.unknown_share >= UNKNOWN:
-        return [], len(rows)  # the query is mostly words no server holds: what it asks for is not here
+        return [], searched  # the query is mostly words no server holds: what it asks for is not here
     best = max(scored.values())
     close = [scored[i] >= CLOSE * best for i in ids]
     fits = dict(zip(ids, map(_fit_word, covered.shares, covered.key_held, close), strict=True))
@@ -81,7 +76,30 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     if not fitting and not ranker.unmatched(query):
         fitting = folded  # every word is known, none held together: meaning alone, marked loose
     hits = [Hit(e, round(s, 4), fit, also) for e, s, fit, also in fitting[:k]]
-    return hits, len(rows)
+    return hits, searched
+
+
+def index(registries: list[str]) -> Ranker | None:
+    """The ranker over every cached entry of `registries` (None when none is cached): read back from its
+    snapshot when the cache has not changed since it was built (no entry is read: a warm `find`), else
+    built and saved, which a refresh does at once so that the first `find` after it is warm too."""
+    from coffer.ranking import Ranker
+    from coffer.vault import paths
+
+    key = index_key(registries)
+    ranker = Ranker.saved(paths.cache_dir(), key, english_docs=True)
+    if ranker is not None:
+        return ranker
+    rows = cache.index_rows(registries)
+    if not rows:
+        return None
+    docs = [Doc(id=str(rowid), name=short, text=text) for rowid, short, text in rows]
+    return Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True)
+
+
+def index_key(registries: list[str]) -> str:
+    """What the saved index of these registries' cache is keyed by: it changes when any entry does."""
+    return f"registries-rowid-{cache.generation(registries)}"  # the docs in row id order
 
 
 def _names_maker(entry: Entry, named: set[str]) -> bool:

@@ -29,10 +29,24 @@ async def keep_fresh(current: Callable[[], Registry], scope: anyio.CancelScope) 
         while True:
             registry = current()
             if cache.refresh_wanted(registry.settings):
-                for url in cache.stale(dict.fromkeys(registry.registries.values())):
+                urls = list(dict.fromkeys(registry.registries.values()))
+                changed = 0
+                for url in cache.stale(urls):
                     try:
-                        changed, _ = await anyio.to_thread.run_sync(cache.refresh, url)
-                        log.info("registry cache of %s read: %d entries changed", url, changed)
+                        n, _ = await anyio.to_thread.run_sync(cache.refresh, url)
+                        changed += n
+                        log.info("registry cache of %s read: %d entries changed", url, n)
                     except Exception as exc:  # down, garbage, offline: the cache stays as it was
                         log.info("registry cache of %s not refreshed: %s", url, exc)
+                if changed:  # indexed here too, so that the next `coffer find` reads the index back
+                    await _index(urls)
             await anyio.sleep(LOOK_S)
+
+
+async def _index(urls: list[str]) -> None:
+    from coffer.discovery.rank import index
+
+    try:
+        await anyio.to_thread.run_sync(index, urls)
+    except Exception as exc:  # derived data: the next `find` builds it
+        log.info("registry index not built: %s", exc)

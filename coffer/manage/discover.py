@@ -64,6 +64,10 @@ def refresh(urls: list[str], only_stale: bool = False, on_page: Callable[[int], 
             notes.append(f"registry {state.registry}: {skipped} entries were not a usable server.json and were skipped")
     if failed and failed == len(urls) and all(s.synced_at is None for s in cache.states(urls)):
         raise DiscoveryError(notes[0])
+    if failed < len(due):
+        from coffer.discovery.rank import index
+
+        index(urls)  # built now, with the read, so that no later `find` waits on it (saved: read back after)
     return notes
 
 

@@ -77,7 +77,7 @@ class BM25Index:
         if not term_ids:
             self._docs = np.zeros(0, dtype=np.int32)
             self._impacts = np.zeros(0, dtype=np.float32)
-            self._spans: dict[str, tuple[int, int]] = {}
+            self._bounds: list[int] = [0] * (len(vocab) + 1)
             return
         keys = np.frombuffer(term_ids, dtype=np.int64) * max(n, 1) + np.frombuffer(doc_ids, dtype=np.int64)
         pairs, inverse = np.unique(keys, return_inverse=True)  # sorted by term, then doc
@@ -88,8 +88,7 @@ class BM25Index:
         idfs = np.log1p((n - df + 0.5) / (df + 0.5))  # Lucene idf, never negative: log(1 + (N - df + 0.5) / (df + 0.5))
         self._docs = (pairs % max(n, 1)).astype(np.int32)
         self._impacts = (idfs[pair_terms] * tf * (k1 + 1.0) / (tf + k1)).astype(np.float32)
-        bounds = np.searchsorted(pair_terms, np.arange(len(vocab) + 1))
-        self._spans = {t: (int(bounds[i]), int(bounds[i + 1])) for t, i in vocab.items()}
+        self._bounds = np.searchsorted(pair_terms, np.arange(len(vocab) + 1)).tolist()  # term i: [i], [i + 1]
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The built index as arrays (coffer.ranking.snapshot saves them)."""
@@ -97,13 +96,9 @@ class BM25Index:
 
         from coffer.ranking.derived import pack_strings
 
-        bounds = [0] * (len(self.terms) + 1)
-        for term, i in self.terms.items():
-            lo, hi = self._spans[term]
-            bounds[i], bounds[i + 1] = lo, hi
         return {
-            "bm25_terms": pack_strings(list(self.terms)),
-            "bm25_bounds": np.asarray(bounds, dtype=np.int64),
+            "bm25_terms": pack_strings(list(self.terms)),  # in id order: a dict keeps insertion order
+            "bm25_bounds": np.asarray(self._bounds, dtype=np.int64),
             "bm25_docs": self._docs,
             "bm25_impacts": self._impacts,
             "bm25_n": np.asarray([self.n_docs], dtype=np.int64),
@@ -122,25 +117,29 @@ class BM25Index:
         index = cls.__new__(cls)
         index.params = params or BM25Params()
         index.n_docs = int(arrays["bm25_n"][0])
-        index.terms = {t: i for i, t in enumerate(terms)}
-        index._docs, index._impacts = docs, impacts
-        index._spans = {t: (bounds[i], bounds[i + 1]) for i, t in enumerate(terms)}
+        index.terms = dict(zip(terms, range(len(terms)), strict=True))
+        index._docs, index._impacts, index._bounds = docs, impacts, bounds
         return index
+
+    def _span(self, term: str) -> tuple[int, int]:
+        """Where `term`'s postings are in the doc and impact arrays ((0, 0) for an unknown term)."""
+        i = self.terms.get(term)
+        return (0, 0) if i is None else (self._bounds[i], self._bounds[i + 1])
 
     def knows(self, term: str) -> bool:
         """Whether any doc holds `term`."""
-        return term in self._spans
+        return term in self.terms
 
     def holding(self, term: str) -> np.ndarray:
         """The ids of the docs that hold `term` (none for an unknown term)."""
-        lo, hi = self._spans.get(term, (0, 0))
+        lo, hi = self._span(term)
         return self._docs[lo:hi]
 
     def idf(self, term: str) -> float:
         """The term's Lucene idf; an unknown term weighs as one held by no doc (the most)."""
         import math
 
-        lo, hi = self._spans.get(term, (0, 0))
+        lo, hi = self._span(term)
         df = hi - lo
         return math.log1p((self.n_docs - df + 0.5) / (df + 0.5))
 
@@ -151,9 +150,8 @@ class BM25Index:
 
         out = np.zeros(self.n_docs, dtype=np.float32)
         for term in dict.fromkeys(query_terms):
-            span = self._spans.get(term)
-            if span is not None:
-                lo, hi = span
+            lo, hi = self._span(term)
+            if hi > lo:
                 weight = 1.0 if weights is None else weights.get(term, 1.0)
                 out[self._docs[lo:hi]] += self._impacts[lo:hi] * weight  # doc ids are unique within a term
         return out

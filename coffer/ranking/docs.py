@@ -6,7 +6,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from coffer.ranking.tokenize import expand_abbreviations, split_words, tokenize
 
@@ -25,6 +25,27 @@ class Doc:
     text: str
     params: str = ""
     server: str = ""
+
+
+class SavedDocs(Sequence[Doc]):
+    """The docs an index snapshot was built over, as ids and names only: a search over a restored index
+    needs no texts, and 30,000 Doc objects cost more than the search (`Ranker.saved`). A Doc is made
+    when one is asked for."""
+
+    def __init__(self, ids: list[str], names: list[str]) -> None:
+        self.ids, self.names = ids, names
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, i: int) -> Doc: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Doc]: ...
+    def __getitem__(self, i: int | slice) -> Doc | list[Doc]:
+        if isinstance(i, slice):
+            return [Doc(id=d, name=n, text="") for d, n in zip(self.ids[i], self.names[i], strict=True)]
+        return Doc(id=self.ids[i], name=self.names[i], text="")
 
 
 class ToolLike(Protocol):

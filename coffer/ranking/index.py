@@ -9,6 +9,7 @@ scores are fused and reranked (coffer.ranking.ranker, .rerank) are not its busin
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coffer.ranking.bm25 import BM25Index, BM25Params
-from coffer.ranking.docs import Doc, doc_fields, docs_hash, embed_chunks, embed_text
+from coffer.ranking.docs import Doc, SavedDocs, doc_fields, docs_hash, embed_chunks, embed_text
 from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
 from coffer.ranking.embed import EmbeddingModel, ModelUnavailable
 from coffer.ranking.pieces import PieceCache, learnt_file, load_learnt, save_learnt
@@ -32,6 +33,31 @@ if TYPE_CHECKING:
 
 # Weight of a doc's best single sentence against its whole-text vector in the semantic score.
 CHUNK_WEIGHT = 0.5
+DEPRECATED = 0.8  # the share of its score a doc that says it is deprecated keeps
+_DEPRECATED_RE = re.compile(r"\bdeprecated\b", re.IGNORECASE)
+_NAME_SEP = "\0"  # between the doc ids and names a snapshot keeps (`Ranker.saved` reads them back)
+
+
+def standing_of(docs: Sequence[Doc]) -> np.ndarray | None:
+    """Per doc, the factor on its score: DEPRECATED where its own text says it is deprecated (a server
+    keeps an old tool beside its replacement: filesystem's read_file beside read_text_file); None when
+    no doc says so. Kept in the snapshot: a restored index needs no texts."""
+    import numpy as np
+
+    marks = [bool(_DEPRECATED_RE.search(d.text[:300])) for d in docs]
+    if not any(marks):
+        return None
+    return np.where(np.asarray(marks), DEPRECATED, 1.0).astype(np.float32)
+
+
+def saved_docs(saved: dict[str, np.ndarray]) -> SavedDocs | None:
+    """The docs (ids and names, no texts) a snapshot was built over; None when it kept none."""
+    from coffer.ranking.derived import unpack_strings
+
+    if "doc_ids" not in saved or "doc_names" not in saved:
+        return None
+    ids, names = unpack_strings(saved["doc_ids"], _NAME_SEP), unpack_strings(saved["doc_names"], _NAME_SEP)
+    return SavedDocs(ids, names) if len(ids) == len(names) else None
 
 
 def release_freed_memory() -> None:
@@ -120,6 +146,7 @@ class Indexes:
         self._model = model  # the semantic model; None: the bundled wordllama one (embed.get_model)
         self.semantic: SemanticIndex | None = None
         self.dense: DenseIndex | None = None
+        self.standing: np.ndarray | None = None  # `standing_of` the docs
         if cache_dir is not None:
             use_stem_cache(cache_dir / "stems.json")
         snap_path = None
@@ -129,6 +156,7 @@ class Indexes:
         saved = snapshot_load(snap_path) if snap_path is not None else None
         self.from_snapshot = saved is not None and self._restore(saved, mode, backend, bm25_params)
         if not self.from_snapshot:
+            self.standing = standing_of(docs)
             self.bm25 = BM25Index([doc_fields(d) for d in docs], bm25_params)
             if cache_dir is not None:
                 save_stem_cache()
@@ -149,7 +177,14 @@ class Indexes:
         """What a snapshot holds: the BM25 index, and the vectors of whichever models ran."""
         import numpy as np
 
+        from coffer.ranking.derived import pack_strings
+
         arrays = self.bm25.to_arrays()
+        ids, names = [d.id for d in self.docs], [d.name for d in self.docs]
+        if not any(_NAME_SEP in s for s in (*ids, *names)):
+            arrays.update(doc_ids=pack_strings(ids, _NAME_SEP), doc_names=pack_strings(names, _NAME_SEP))
+        if self.standing is not None:
+            arrays["standing"] = self.standing
         if self.semantic is not None:
             arrays.update(
                 sem_matrix=self.semantic.matrix,
@@ -199,7 +234,10 @@ class Indexes:
                     dense = DenseIndex(model=dense_model, matrix=saved["dense_matrix"])
         except (KeyError, ValueError, IndexError, ModelUnavailable):
             return False
-        self.bm25, self.semantic, self.dense = bm25, semantic, dense
+        standing = saved.get("standing")
+        if standing is not None and standing.shape != (n,):
+            return False
+        self.bm25, self.semantic, self.dense, self.standing = bm25, semantic, dense, standing
         return True
 
     def _build_semantic(self) -> SemanticIndex | None:

@@ -308,12 +308,16 @@ KEEP_FILES = 4  # files in the pieces folder: two per model (`vocab_file`, `lear
 
 def vocab_file(cache_dir: Path, model_id: str) -> Path:
     """Where a model's vocabulary pieces are kept: the same for every catalogue (`EmbeddingModel.learn_pieces`)."""
-    return cache_dir / "pieces" / f"{model_id}.vocab.npz"
+    from coffer.ranking.derived import SUFFIX
+
+    return cache_dir / "pieces" / f"{model_id}.vocab{SUFFIX}"
 
 
 def learnt_file(cache_dir: Path, model_id: str) -> Path:
     """Where the pieces `coffer search` queries taught a model are kept (`save_learnt`)."""
-    return cache_dir / "pieces" / f"{model_id}.npz"
+    from coffer.ranking.derived import SUFFIX
+
+    return cache_dir / "pieces" / f"{model_id}{SUFFIX}"
 
 
 # words only (letters, at most 24): what is kept of queries is a sorted bag of word pieces, never a

@@ -8,15 +8,14 @@ rerank passes (coffer.ranking.rerank) -> the top k.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from coffer.errors import UsageError
 from coffer.ranking.bm25 import BM25Params, FieldSpec
-from coffer.ranking.docs import Doc
+from coffer.ranking.docs import Doc, SavedDocs
 from coffer.ranking.embed import ModelUnavailable
 from coffer.ranking.fuse import BM25_WEIGHT, max_normalise, minmax_normalise, top_k, weighted_shares
 from coffer.ranking.implied import implied_queries
@@ -57,22 +56,6 @@ def _unweighted(params: BM25Params | None) -> BM25Params:
     """The same BM25F with every field weighing 1.0 (the `field_weights` rule off)."""
     base = params or BM25Params()
     return dataclasses.replace(base, fields={k: FieldSpec(1.0, f.b) for k, f in base.fields.items()})
-
-
-DEPRECATED = 0.8  # the share of its score a doc that says it is deprecated keeps
-_DEPRECATED_RE = re.compile(r"\bdeprecated\b", re.IGNORECASE)
-
-
-def _standing(docs: Sequence[Doc]) -> np.ndarray | None:
-    """Per doc, the factor on its score: DEPRECATED where its own text says it is deprecated (a server
-    keeps an old tool beside its replacement: filesystem's read_file beside read_text_file); None when
-    no doc says so."""
-    import numpy as np
-
-    marks = [bool(_DEPRECATED_RE.search(d.text[:300])) for d in docs]
-    if not any(marks):
-        return None
-    return np.where(np.asarray(marks), DEPRECATED, 1.0).astype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -126,7 +109,7 @@ class Ranker:
         if mode not in MODES:
             raise UsageError(f"unknown ranker {mode!r}: choose one of {', '.join(MODES)}")
         backend = requested_backend(embeddings)
-        self.docs: list[Doc] = list(docs)
+        self.docs: Sequence[Doc] = docs if isinstance(docs, SavedDocs) else list(docs)
         self.mode = mode
         self.rules = rules = rules if rules is not None else current()
         self.implied_needs = implied_needs and rules.implied_needs
@@ -137,21 +120,38 @@ class Ranker:
         self.index = Indexes(self.docs, mode, backend, cache_dir, params, model, docs_key, chunk_weight)
         self.from_snapshot = self.index.from_snapshot  # the indexes came from a snapshot, not a build
         self._fit = NameFit(self.docs, cover=rules.name_cover, families=rules.action_families)
-        self._standing = _standing(self.docs) if rules.deprecated else None
+        self._standing = self.index.standing if rules.deprecated else None
+        self._positions: dict[str, int] | None = None
         default_weight = MINILM_BM25_WEIGHT if self.index.dense is not None else BM25_WEIGHT
         self.bm25_weight = default_weight if bm25_weight is None else bm25_weight
 
-    @staticmethod
-    def is_saved(cache_dir: Path, docs_key: str, mode: str = "hybrid", embeddings: str | None = None) -> bool:
-        """Whether a Ranker(docs, mode, cache_dir, docs_key=...) would read its indexes back from a
-        snapshot: then only the docs' ids and names are needed, not their texts (a caller over 30,000
-        docs need not read them)."""
-        from coffer.ranking.index import saved_index
+    @classmethod
+    def saved(
+        cls, cache_dir: Path, docs_key: str, mode: str = "hybrid", embeddings: str | None = None, **options: Any
+    ) -> Ranker | None:
+        """The Ranker(docs, mode, cache_dir, docs_key=...) a snapshot holds, without the docs: a caller
+        over 30,000 docs need not read them to search (`coffer find`). Its hits carry ids and names,
+        no texts. None when there is no such snapshot."""
+        from coffer.ranking.index import saved_docs, saved_index
         from coffer.ranking.minilm import requested_backend
+        from coffer.ranking.snapshot import load
 
-        rules = current()
-        params = None if rules.field_weights else _unweighted(None)
-        return saved_index(cache_dir, docs_key, mode, requested_backend(embeddings), None, params).exists()
+        rules = options.get("rules") or current()
+        params = options.get("bm25_params") if rules.field_weights else _unweighted(options.get("bm25_params"))
+        path = saved_index(cache_dir, docs_key, mode, requested_backend(embeddings), options.get("model"), params)
+        snapshot = load(path)
+        docs = saved_docs(snapshot) if snapshot is not None else None
+        if docs is None:
+            return None
+        ranker = cls(docs, mode, cache_dir, embeddings=embeddings, docs_key=docs_key, **options)
+        return ranker if ranker.from_snapshot else None
+
+    def position(self, doc_id: str) -> int | None:
+        """Where the doc with this id is in `docs` (the index `scores_of` and `coverage` take)."""
+        if self._positions is None:
+            ids = self.docs.ids if isinstance(self.docs, SavedDocs) else [d.id for d in self.docs]
+            self._positions = {doc_id: n for n, doc_id in enumerate(ids)}
+        return self._positions.get(doc_id)
 
     @property
     def ranker(self) -> str:

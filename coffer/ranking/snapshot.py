@@ -17,16 +17,17 @@ if TYPE_CHECKING:
     import numpy as np
 
 # Bump when what a snapshot holds, or how the ranker derives it from docs, changes.
-FORMAT = "coffer-index-2"  # 2: the tokenizer's word pieces (coffer.ranking.pieces)
+FORMAT = "coffer-index-3"  # 2: the tokenizer's word pieces (coffer.ranking.pieces); 3: mapped records, doc names
 _KEEP = 4
 _FOLDER = "index"
 
 
 def snapshot_path(cache_dir: Path, parts: Sequence[str]) -> Path:
     """Where the snapshot for these key parts (docs hash, mode, settings, model ids) lives."""
+    from coffer.ranking.derived import SUFFIX
     from coffer.ranking.embed import texts_hash
 
-    return cache_dir / _FOLDER / f"{texts_hash(FORMAT, parts)[:40]}.npz"
+    return cache_dir / _FOLDER / f"{texts_hash(FORMAT, parts)[:40]}{SUFFIX}"
 
 
 def load(path: Path) -> dict[str, np.ndarray] | None:

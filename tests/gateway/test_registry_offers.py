@@ -93,6 +93,15 @@ async def test_a_running_gateway_keeps_the_registry_cache_fresh_off_the_call_pat
                 what="the background refresh to fill the cache",
             )
             assert cache.states([reg.url])[0].entries == len(reg.versions)
+            from coffer.discovery.rank import index_key
+            from coffer.ranking import Ranker
+            from coffer.vault import paths
+
+            await wait_for(  # and indexed: the next `coffer find` reads the index back, builds nothing
+                lambda: Ranker.saved(paths.cache_dir(), index_key([reg.url]), english_docs=True) is not None,
+                timeout=60,
+                what="the background refresh to index the cache",
+            )
             lacking = await search(s, "read a Figma design")
             assert lacking["registry"][0]["name"] == "io.github.GLips/Figma-Context-MCP"
         assert all("updated_since" not in r for r in reg.requests)  # the first read: everything

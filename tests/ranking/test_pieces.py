@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from coffer.ranking import Doc, Ranker
+from coffer.ranking.derived import SUFFIX
 from coffer.ranking.embed import EmbeddingModel, ModelUnavailable, get_model, load_bundled_model
 from coffer.ranking.pieces import MARK, PieceCache, decomposable, isolated_chars, punct_class
 from tests.ranking.test_ranking import real_tools
@@ -264,8 +265,8 @@ def test_a_damaged_query_pieces_file_is_ignored(tmp_path: Path) -> None:
     first = Ranker(docs, mode="hybrid", cache_dir=tmp_path)
     first.search("open a PR for the zorblax branch", 3)
     first.save_query_words()
-    for saved in (tmp_path / "pieces").glob("*.npz"):  # the query pieces, and the vocabulary's
-        saved.write_bytes(b"not an npz")
+    for saved in (tmp_path / "pieces").glob(f"*{SUFFIX}"):  # the query pieces, and the vocabulary's
+        saved.write_bytes(b"not a saved array set")
     again = Ranker(docs, mode="hybrid", cache_dir=tmp_path)
     assert again.from_snapshot
     assert [d.id for d, _ in again.search("open a PR", 3).hits] == [d.id for d, _ in first.search("open a PR", 3).hits]
@@ -299,7 +300,7 @@ def test_the_vocabulary_pieces_are_learnt_once_per_model(tmp_path: Path) -> None
     docs = docs_from_tools(real_tools())
     good = load_bundled_model()
     first = Ranker(docs[:40], mode="hybrid", cache_dir=tmp_path, model=good)
-    vocab_file = tmp_path / "pieces" / f"{MODEL_ID}.vocab.npz"
+    vocab_file = tmp_path / "pieces" / f"{MODEL_ID}.vocab{SUFFIX}"
     assert vocab_file.is_file()
     stamp = vocab_file.stat().st_mtime_ns
     fresh = load_bundled_model()  # another process's model: nothing learnt yet

@@ -16,7 +16,8 @@ import pytest
 from coffer.errors import UsageError
 from coffer.ranking import Doc, Ranker, cached_ranker, docs_from_tools, search_tools
 from coffer.ranking.bm25 import BM25Index, BM25Params, FieldSpec
-from coffer.ranking.docs import ToolLike, schema_text
+from coffer.ranking.derived import SUFFIX
+from coffer.ranking.docs import SavedDocs, ToolLike, schema_text
 from coffer.ranking.embed import ModelUnavailable, load_bundled_model
 from coffer.ranking.fuse import top_k
 from coffer.ranking.tokenize import split_words, tokenize
@@ -265,7 +266,7 @@ def test_vectors_are_cached_by_content_hash(real_docs: list[Doc], tmp_path: Path
 def test_a_built_index_is_restored_from_its_snapshot(real_docs: list[Doc], tmp_path: Path) -> None:
     first = Ranker(real_docs, mode="hybrid", cache_dir=tmp_path)
     assert not first.from_snapshot
-    (snap,) = (tmp_path / "index").glob("*.npz")
+    (snap,) = (tmp_path / "index").glob(f"*{SUFFIX}")
     second = Ranker(real_docs, mode="hybrid", cache_dir=tmp_path)
     assert second.from_snapshot and second.ranker == "hybrid"
     for q in ("open a PR", "rename a file", "take a screenshot of the page; then save it to shot.png"):
@@ -282,6 +283,28 @@ def test_a_built_index_is_restored_from_its_snapshot(real_docs: list[Doc], tmp_p
         d.id for d, _ in first.search("rename a file", 5).hits
     ]
     assert Ranker(real_docs, mode="hybrid", cache_dir=tmp_path).from_snapshot
+
+
+def test_a_saved_index_searches_without_its_docs(real_docs: list[Doc], tmp_path: Path) -> None:
+    """`Ranker.saved` (what a warm `coffer find` over 30,000 servers uses) reads no doc: it ranks as the
+    ranker that built the snapshot did, deprecated docs' lower standing included (it is kept there)."""
+    old = Doc(id="old__read_file", name="read_file", text="Read a file. DEPRECATED: use read_text_file instead.")
+    docs = [*real_docs, old]
+    built = Ranker(docs, mode="hybrid", cache_dir=tmp_path, docs_key="catalogue-1")
+    assert built.index.standing is not None
+    saved = Ranker.saved(tmp_path, "catalogue-1")
+    assert saved is not None and saved.from_snapshot and isinstance(saved.docs, SavedDocs)
+    assert saved.total == len(docs) and saved.position("old__read_file") == len(docs) - 1
+    for q in ("read a file", "open a PR", "take a screenshot of the page"):
+        assert [(d.id, d.name, s) for d, s in saved.search(q, 8).hits] == [
+            (d.id, d.name, s) for d, s in built.search(q, 8).hits
+        ]
+    at = [len(docs) - 1]
+    assert saved.scores_of("read a file", at) == built.scores_of("read a file", at)
+    unmarked = Ranker([*real_docs, Doc(id=old.id, name=old.name, text="Read a file.")], mode="hybrid")
+    assert saved.scores_of("read a file", at)[0] < unmarked.scores_of("read a file", at)[0]
+    assert Ranker.saved(tmp_path, "catalogue-2") is None  # no such snapshot
+    assert Ranker.saved(tmp_path, "catalogue-1", mode="bm25") is None
 
 
 def test_cached_ranker_is_reused_while_docs_are_unchanged(real_docs: list[Doc]) -> None:
