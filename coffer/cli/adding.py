@@ -84,7 +84,10 @@ def add(
     ] = None,
     share: Annotated[
         str,
-        typer.Option("--share", help="Under the engine: auto, shared (one process) or session (one per session)."),
+        typer.Option(
+            "--share",
+            help="auto, shared (one process), session (one per engine session) or member (one per team member).",
+        ),
     ] = "auto",
     sandbox: SandboxOpt = None,
     allow_read: AllowReadOpt = None,

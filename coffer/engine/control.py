@@ -104,7 +104,7 @@ def handed_env() -> dict[str, str]:
         reg = None
     for cfg in reg.servers.values() if reg is not None else ():
         for value in (*cfg.env.values(), *cfg.headers.values()):
-            names.update(n for n in _REF.findall(value) if not n.startswith("secret:"))
+            names.update(n for n in _REF.findall(value) if not n.startswith(("secret:", "member:")))
     return {name: os.environ[name] for name in sorted(names) if name in os.environ}
 
 

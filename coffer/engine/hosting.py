@@ -105,7 +105,8 @@ def run_in_process(
         from coffer.trust.team import Verifier, team_from
         from coffer.vault import registry
 
-        verifier = Verifier(team_from(registry.load().team))
+        reg = registry.load()
+        verifier = Verifier(team_from(reg.team, reg.profiles))
     bind = verifier.team.listen if verifier is not None else "127.0.0.1"
     sock = None if http_port is None else tcp_listener(http_port, bind)  # a port in use: one error, no half start
     token = None

@@ -3,12 +3,14 @@
 Modules, from the host's transport in:
 
     stdio       the host's stdio as (read, write) streams: this process's, or an engine front's socket
-    http        streamable HTTP behind uvicorn on loopback: bearer token, protocol-version guard
+    http        streamable HTTP behind uvicorn on loopback: bearer token or team guard (sessions bound to
+                their member, /member/secrets), protocol-version guard
     httpshape   JSON or SSE per HTTP request, the SDK's transport bent through the seam
     sdk         the host half of the SDK seam (the client half is coffer.upstreams.sdk)
     server      the MCP server: handlers, built-ins, the invocation log, upstream listings merged in
     listings    list requests: the merged view, new servers given a bounded chance, profiles, paging
     advertise   which tools a profile advertises (pure)
+    members     a team member current per request, and its profile as a wall: what it reaches
     paging      one page of a merged list
     builtins    coffer__search_tools, coffer__ask, coffer__call_tool, coffer__run: definitions and answers
     bigresults  results over the cap kept and previewed; coffer__read_result
@@ -20,7 +22,7 @@ Modules, from the host's transport in:
     apps        MCP Apps: ui:// resources and their tools' metadata
     relay       what upstreams ask of the host (sampling, elicitation, roots, logs, progress)
     rounds      the bridge from server-to-client requests to 2026-07-28 multi-round results
-    pool        the running upstreams: bounded starts, per-session pools, a clean stop
+    pool        the running upstreams: bounded starts, per-session and per-member pools, a clean stop
     sessions    what belongs to one host session (`HostSession`), and which servers run per session
 
 Imports the upstreams (coffer.upstreams: the client side), code mode, the vault, trust, ranking, log,

@@ -9,7 +9,7 @@ server per `serve --http` front) both build theirs here.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,18 +45,25 @@ def _guarded(app: Any, token: str) -> Any:
     return guarded
 
 
-def _team_guarded(app: Any, verifier: Verifier) -> Any:
+MCP_SESSION = b"mcp-session-id"
+MAX_SESSIONS = 100_000  # sessions remembered with their member (the oldest forgotten: it has long expired)
+
+
+def _team_guarded(app: Any, verifier: Verifier, on_secret: Callable[[str], None] = lambda _sub: None) -> Any:
     """The gateway as an OAuth 2.1 protected resource (coffer.trust.team): its RFC 9728 metadata at the
     well-known path, and every other request carrying an access token the team's provider issued for it.
     A missing or invalid token is a 401 whose `WWW-Authenticate` names the metadata (how an MCP client
-    finds the provider); a valid one that lacks a scope or speaks for no member is a 403."""
+    finds the provider); a valid one that lacks a scope or speaks for no member is a 403. A session is
+    its member's: another member's token naming it gets the SDK's own 404 for a session not there."""
     import json
 
     import anyio
 
+    from coffer.trust.member_secrets import ROUTE
     from coffer.trust.team import Refused
 
     team = verifier.team
+    sessions: dict[str, str] = {}  # MCP session id -> the member that opened it
     metadata = json.dumps(team.metadata()).encode()
     wellknown = {team.metadata_path, "/.well-known/oauth-protected-resource"}
     pointer = f'resource_metadata="{team.metadata_url}"'
@@ -88,10 +95,75 @@ def _team_guarded(app: Any, verifier: Verifier) -> Any:
             challenge = f'Bearer error="{exc.error}", error_description="{quoted}"{extra}, {pointer}'
             await refuse(send, exc.status, challenge, {"error": exc.error, "error_description": exc.description})
             return
-        scope.setdefault("state", {})["member"] = member.sub
-        await app(scope, receive, send)
+        asked = dict(scope["headers"]).get(MCP_SESSION, b"").decode("latin-1")
+        if asked and sessions.get(asked, member.sub) != member.sub:  # another member's session: not there
+            gone: dict[str, Any] = {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32001, "message": "Session not found"},
+            }
+            await _answer(send, 404, json.dumps(gone).encode())
+            return
+        if scope["path"] == ROUTE or scope["path"].startswith(ROUTE + "/"):
+            await _member_secrets(scope, receive, send, member.sub, on_secret)
+            return
+        scope.setdefault("state", {}).update(member=member.sub, team_member=member)
+
+        async def binding(message: Any) -> None:  # a session the SDK opens is its member's alone
+            if message["type"] == "http.response.start" and not asked:
+                made = dict(message.get("headers") or []).get(MCP_SESSION, b"").decode("latin-1")
+                if made:
+                    sessions[made] = member.sub
+                    while len(sessions) > MAX_SESSIONS:
+                        sessions.pop(next(iter(sessions)))
+            await send(message)
+
+        await app(scope, receive, binding)
 
     return guarded
+
+
+async def _member_secrets(scope: Any, receive: Any, send: Any, sub: str, changed: Callable[[str], None]) -> None:
+    """`/member/secrets[/NAME]`: the member's own secrets for its per-member servers, by its own token
+    (coffer.trust.member_secrets). GET lists their names; PUT sets one (the body, as text); DELETE
+    drops one. A change stops the member's own processes, to start again with it."""
+    import json
+
+    import anyio
+
+    from coffer.errors import CofferError
+    from coffer.trust import member_secrets
+
+    name = scope["path"].removeprefix(member_secrets.ROUTE).strip("/")
+    method = scope["method"]
+    try:
+        if not name and method == "GET":
+            names = await anyio.to_thread.run_sync(member_secrets.names, sub)
+            await _answer(send, 200, json.dumps({"names": names}).encode())
+            return
+        if name and method == "PUT":
+            body = b""
+            while len(body) <= member_secrets.MAX_VALUE:
+                message = await receive()
+                body += message.get("body", b"")
+                if not message.get("more_body"):
+                    break
+            value = body.decode("utf-8", errors="strict").strip()
+            await anyio.to_thread.run_sync(member_secrets.put, sub, name, value)
+        elif name and method == "DELETE":
+            if not await anyio.to_thread.run_sync(member_secrets.remove, sub, name):
+                await _answer(send, 404, json.dumps({"error": f"no member secret '{name}'"}).encode())
+                return
+        else:
+            said = f"{method} {member_secrets.ROUTE}{'/NAME' if name else ''} is not served"
+            await _answer(send, 405, json.dumps({"error": said}).encode())
+            return
+    except (CofferError, UnicodeDecodeError) as exc:
+        await _answer(send, 400, json.dumps({"error": str(exc)}).encode())
+        return
+    changed(sub)
+    await send({"type": "http.response.start", "status": 204, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _versioned(app: Any) -> Any:
@@ -128,7 +200,7 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verif
     # Host and Origin checks stay on; an answer with nothing before it goes out as JSON (httpshape)
     app = _versioned(streamable_http_app(gateway.server, public=team.team.host if team is not None else None))
     if team is not None:
-        app = _team_guarded(app, team)
+        app = _team_guarded(app, team, gateway.pool.forget_member)
     elif token is not None:
         app = _guarded(app, token)
     # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)

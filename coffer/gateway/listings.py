@@ -13,12 +13,13 @@ from typing import Any
 import anyio
 
 from coffer.codemode import policy
-from coffer.gateway import advertise, builtins, paging, sessions
+from coffer.gateway import advertise, builtins, members, paging, sessions
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import for_era
 from coffer.gateway.view import View
+from coffer.trust.team import speaking_for
 from coffer.upstreams.upstream import State
 from coffer.vault import catalogue
 from coffer.vault.registry import Profile
@@ -99,7 +100,11 @@ class Listings:
 
     @property
     def profile(self) -> Profile | None:
-        """The profile of the session being served: its own (an engine session's), else `--profile`."""
+        """The profile of the session being served: a team member's bound, its own (an engine
+        session's), else `--profile`."""
+        bound = self.bound()
+        if bound is not None:
+            return bound
         host = sessions.current()
         name = (host.profile if host is not None else None) or self.profile_name
         if name is None:
@@ -107,6 +112,27 @@ class Listings:
         if name not in self._profiles:
             self._profiles[name] = self.view.current_registry().profile(name)
         return self._profiles[name]
+
+    def bound(self) -> Profile | None:
+        """The profile that walls in the team member being served (coffer.gateway.members), read from the
+        vault as it is now (an owner's edit holds at once); None for everyone else."""
+        member = speaking_for()
+        if member is None or member.profile is None:
+            return None
+        return self.view.current_registry().profile(member.profile)
+
+    def _shown_key(self, profile: Profile) -> str:
+        """What a profile's advertised list is kept under: a member's walled one apart from a client's."""
+        return f"member:{profile.name}" if self.bound() is not None else profile.name
+
+    def reachable(self, tools: list[catalogue.CatalogueTool]) -> list[catalogue.CatalogueTool]:
+        """`tools` less what the member being served may not reach."""
+        bound = self.bound()
+        return tools if bound is None else [t for t in tools if members.reaches(bound, t)]
+
+    def servers_reached(self) -> set[str] | None:
+        """The servers whose prompts, resources and knowledge the request may reach (None: all)."""
+        return members.servers_reached(self.bound(), self.view.merged().visible_tools)
 
     async def list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
@@ -118,40 +144,48 @@ class Listings:
             listed = [t for t in merged.tools_result if run or t.get("name") != builtins.RUN]
             return for_era(ctx, self._page("tools", listed, params), cacheable=True)
         own = [t for t in merged.builtins if run or t.get("name") != builtins.RUN]
-        shown = self._shown.get(profile.name)
+        visible = self.reachable(merged.visible_tools)
+        key = self._shown_key(profile)
+        shown = self._shown.get(key)
         if shown is None:  # decided once, at the first list: stable while the log changes
             usage = await anyio.to_thread.run_sync(_usage)
             order = list(self.view.registry.servers)
-            shown = advertise.select(profile, merged.visible_tools, len(own), usage, order)
-            self._shown[profile.name] = shown
-        listed = advertise.tools_result(
-            own,
-            builtins.call_tool_definition(),
-            merged.visible_tools,
-            shown,
-            profile.max_tools,
-        )
+            shown = advertise.select(profile, visible, len(own), usage, order)
+            self._shown[key] = shown
+        listed = advertise.tools_result(own, builtins.call_tool_definition(), visible, shown, profile.max_tools)
         return for_era(ctx, self._page("tools", listed, params), cacheable=True)
 
     def hidden(self) -> frozenset[str]:
         """Visible tools this client's profile does not advertise (reachable through coffer__call_tool)."""
         profile = self.profile
-        shown = self._shown.get(profile.name) if profile is not None else None
+        shown = self._shown.get(self._shown_key(profile)) if profile is not None else None
         if shown is None:
             return frozenset()
-        return frozenset(t.name for t in self.view.merged().visible_tools) - set(shown.names)
+        return frozenset(t.name for t in self.reachable(self.view.merged().visible_tools)) - set(shown.names)
 
     async def list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
         merged = await self._listing(ctx)
-        return for_era(ctx, self._page("prompts", merged.prompts_result, params), cacheable=True)
+        reached = self.servers_reached()
+        listed = merged.prompts_result
+        if reached is not None:
+            listed = [p for p in listed if (e := merged.prompts.get(str(p.get("name")))) and e.server in reached]
+        return for_era(ctx, self._page("prompts", listed, params), cacheable=True)
 
     async def list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
         merged = await self._listing(ctx)
-        return for_era(ctx, self._page("resources", merged.resources_result, params), cacheable=True)
+        reached = self.servers_reached()
+        listed = merged.resources_result
+        if reached is not None:
+            listed = [r for r in listed if merged.uri_owner.get(str(r.get("uri"))) in reached]
+        return for_era(ctx, self._page("resources", listed, params), cacheable=True)
 
     async def list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
         merged = await self._listing(ctx)
-        return for_era(ctx, self._page("resourceTemplates", merged.templates_result, params), cacheable=True)
+        reached = self.servers_reached()
+        listed = merged.templates_result
+        if reached is not None:
+            listed = [t for (server, _), t in zip(merged.templates, listed, strict=True) if server in reached]
+        return for_era(ctx, self._page("resourceTemplates", listed, params), cacheable=True)
 
     def _page(self, key: str, items: list[Any], params: Any) -> dict[str, Any]:
         """One page of a merged list (coffer.gateway.paging: one page unless `[settings] page_size`)."""

@@ -9,6 +9,12 @@ Under the engine (`share` given) a server that keeps per-client state runs once 
 process list, starts each of those servers the first time its session needs it (a call to it, or a
 listing the catalogue cannot answer for), and stops them when the session ends.
 `get()` answers from the child of the session being served (its `HostSession.pool`).
+
+Behind a team gateway (coffer.trust.team) a server with `share = "member"` runs once per member: a
+member's pool (`members`, made on the member's first need, in this pool's task group) runs it with the
+member's own secrets (`${member:NAME}`, coffer.trust.member_secrets) and a home of the member's own, so
+one member's process, credentials and files are never another's. A request with no member (one user,
+the gateway's own listing) is served by the shared process, run with the vault's secrets.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from coffer.errors import UpstreamError
 from coffer.gateway import sessions
 from coffer.gateway.relay import Relay
 from coffer.gateway.sessions import Share
+from coffer.trust.team import speaking_for
 from coffer.upstreams.gate import StartGate
 from coffer.upstreams.upstream import State, Upstream
 from coffer.vault.registry import ServerConfig
@@ -76,6 +83,8 @@ class Pool:
         self._parent: Pool | None = None
         self._one_host = True
         self.started = False  # a session's pool: its host finished the handshake, its servers may start
+        self.member: str | None = None  # a member's pool: the team member (`sub`) its servers run for
+        self.members: dict[str, Pool] = {}  # each member's pool, for the `share = "member"` servers
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Pool:
@@ -124,7 +133,12 @@ class Pool:
 
     def get(self, name: str) -> Upstream | None:
         """The upstream serving `name` for the session being served: its own for a server it runs per
-        session, else the shared one (started here when a session that predates a share change needs it)."""
+        session, or per member for the member being served, else the shared one (started here when a
+        session that predates a share change needs it)."""
+        cfg = self._configs.get(name)
+        member = speaking_for() if cfg is not None and cfg.share == "member" else None
+        if member is not None and self._parent is None:
+            return self._member_pool(member.sub)._up(name, cfg)
         child = self._current() if any(name in c.own for c in self.children) else None
         if child is not None and name in child.own:
             return child._up(name, self._configs.get(name))
@@ -141,6 +155,26 @@ class Pool:
         up.start()
         return up
 
+    def _member_pool(self, sub: str) -> Pool:
+        """The pool of the member `sub`: its per-member servers' processes, in this pool's task group."""
+        pool = self.members.get(sub)
+        if pool is None:
+            pool = Pool(
+                on_listing=self.on_listing, slot_hold=self.slot_hold, relay=self.relay, on_session=self.on_session
+            )
+            pool.gate, pool.pids, pool._parent, pool._tg = self.gate, self.pids, self, self._tg
+            pool.spill_results, pool._one_host, pool.member = self.spill_results, False, sub
+            self.members[sub] = pool
+        return pool
+
+    def forget_member(self, sub: str) -> None:
+        """Stop the member's own processes (its secrets changed): each starts again, with the new ones,
+        when the member next needs it."""
+        pool = self.members.get(sub)
+        if pool is not None:
+            for name in list(pool.upstreams):
+                self.spawn(pool.upstreams.pop(name).stop)
+
     def _current(self) -> Pool | None:
         """The pool of the session being served, when it is one of this pool's sessions."""
         if not self.children:  # in-process, or an engine with no session of its own servers yet
@@ -151,18 +185,21 @@ class Pool:
 
     def live(self, upstream: Upstream) -> bool:
         """Whether `upstream` is current here or in a session's pool (not one replaced or stopped)."""
-        pools = [self, *self.children]
+        pools = [self, *self.children, *self.members.values()]
         return any(p.upstreams.get(upstream.name) is upstream for p in pools)
 
     def running(self) -> list[Upstream]:
         """The upstreams the session being served can reach: the shared ones and its own."""
         child = self._current()
         own = list(child.upstreams.values()) if child is not None else []
-        return [*self.upstreams.values(), *own]
+        member = speaking_for()
+        mine = self.members.get(member.sub) if member is not None else None
+        return [*self.upstreams.values(), *own, *(mine.upstreams.values() if mine is not None else ())]
 
     def every(self) -> list[tuple[Pool, Upstream]]:
         """Every upstream with the pool that runs it (the shared pool's first)."""
-        return [(p, up) for p in (self, *self.children) for up in list(p.upstreams.values())]
+        pools = (self, *self.children, *self.members.values())
+        return [(p, up) for p in pools for up in list(p.upstreams.values())]
 
     @asynccontextmanager
     async def session(self, one_host: bool = True) -> AsyncIterator[Pool]:
@@ -210,10 +247,12 @@ class Pool:
             self.per_session = {name: cfg for name, cfg in wanted.items() if self.share(cfg).per_session}
             for child in self.children:
                 child.sync((wanted[n] for n in child.own if n in wanted), start=False)  # on first need
-        for name, old in list(self.upstreams.items()):
-            if name not in wanted or wanted[name] != old.cfg:
-                del self.upstreams[name]
-                self.spawn(old.stop)
+        for pool in [self, *self.members.values()]:  # a member's: only its per-member servers, as configured now
+            for name, old in list(pool.upstreams.items()):
+                kept = name in wanted and wanted[name] == old.cfg
+                if not kept or (pool is not self and wanted[name].share != "member"):
+                    del pool.upstreams[name]
+                    self.spawn(old.stop)
         for name, cfg in wanted.items():
             if name not in self.upstreams and name not in self.per_session:
                 self.upstreams[name] = Upstream(cfg, self)
@@ -229,7 +268,7 @@ class Pool:
 
     async def aclose(self) -> None:
         """Stop every upstream at once; each stop is bounded, so this ends within a few seconds."""
-        ups = list(self.upstreams.values())
+        ups = [*self.upstreams.values(), *(up for p in self.members.values() for up in p.upstreams.values())]
         async with anyio.create_task_group() as tg:
             for up in ups:
                 tg.start_soon(up.stop)

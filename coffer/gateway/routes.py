@@ -27,6 +27,7 @@ from coffer.codemode import policy
 from coffer.errors import CofferError
 from coffer.gateway import apps, bigresults
 from coffer.gateway.builtins import BUILTIN, SEARCH, CallFailure, HostError, search_tools, text_arg, text_result
+from coffer.gateway.members import reaches, walled
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.rounds import Round, Rounds, UnknownRound
@@ -97,6 +98,10 @@ class Router:
         self.tasks = tasks
         self.rounds = Rounds(pool.spawn)  # 2026-07-28 hosts: asks become input_required results
         self._worker: str | None = None  # coffer__run's worker launcher ("": unconfined here)
+        # the profile walling in the team member being served (coffer.gateway.members; the gateway
+        # sets it to `Listings.bound`), and the servers whose prompts and resources it reaches
+        self.bound: Callable[[], Profile | None] = lambda: None
+        self.servers_reached: Callable[[], set[str] | None] = lambda: None
 
     # ------------------------------------------------------------------ tools/call
 
@@ -121,6 +126,9 @@ class Router:
         except UnknownRound as exc:
             raise HostError("bad_request_state", exc) from exc
         entry = await self._resolve(params.name, call)
+        if not reaches(self.bound(), entry):  # outside a member's profile: as if it were not there
+            call.server, call.tool = "?", params.name
+            raise CallFailure("error", "unknown_tool", f"unknown tool '{params.name}' (find tools with {SEARCH})")
         call.server, call.tool = entry.server, entry.tool
         reason = view.refusal(entry.server, entry.tool, entry.name)
         if reason is not None:
@@ -234,7 +242,8 @@ class Router:
 
         async def search(query: str, k: int) -> list[dict[str, Any]]:
             m = self.view.merged()
-            found = await search_tools(m.visible_tools, m.key, {"query": query, "top_k": k})
+            tools, key = walled(self.bound(), m.visible_tools, m.key)
+            found = await search_tools(tools, key, {"query": query, "top_k": k})
             return [
                 {key: t[key] for key in ("name", "description", "inputSchema")}
                 | {"callable": t["name"] in m.tools and may_call(m.tools[t["name"]]) is None}
@@ -258,7 +267,7 @@ class Router:
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> dict[str, Any]:
         self.view.current_registry()
         entry = self.view.merged().prompts.get(params.name)
-        if entry is None:
+        if entry is None or not self._reaches(entry.server):
             raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt '{params.name}'")
         reason = self.view.refusal(entry.server)
         if reason is not None:
@@ -276,7 +285,7 @@ class Router:
         if bigresults.is_kept_uri(uri):  # a result kept by this gateway: read back whole
             return for_era(ctx, await bigresults.read(uri))
         server = self.view.resource_owner(uri)
-        if server is None:
+        if server is None or not self._reaches(server):
             raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
         own = self.view.merged().ui_aliases.get(uri, (server, uri))[1]  # an app renamed for this server
         request = types.ReadResourceRequest(
@@ -312,7 +321,7 @@ class Router:
 
     def _subscribable_owner(self, uri: str) -> str:
         server = self.view.resource_owner(uri)
-        if server is None:
+        if server is None or not self._reaches(server):
             raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {uri}")
         up = self.pool.get(server)
         caps = up.session.server_capabilities if up is not None and up.session is not None else None
@@ -326,12 +335,12 @@ class Router:
         ref = params.ref
         if isinstance(ref, types.PromptReference):
             entry = self.view.merged().prompts.get(ref.name)
-            if entry is None:
+            if entry is None or not self._reaches(entry.server):
                 raise MCPError(code=types.INVALID_PARAMS, message=f"unknown prompt '{ref.name}'")
             server, ref = entry.server, types.PromptReference(name=entry.tool)
         else:
             owner = self.view.resource_owner(ref.uri)
-            if owner is None:
+            if owner is None or not self._reaches(owner):
                 raise MCPError(code=types.INVALID_PARAMS, message=f"no enabled server serves resource {ref.uri}")
             server = owner
         up = self.pool.get(server)
@@ -350,8 +359,14 @@ class Router:
                 return for_era(ctx, NO_COMPLETION)
             raise
 
+    def _reaches(self, server: str) -> bool:
+        reached = self.servers_reached()
+        return reached is None or server in reached
+
     async def forward(self, ctx: Any, server: str, request: Any) -> dict[str, Any]:
         """Send `request` to `server` as the host's request; errors become JSON-RPC errors for the host."""
+        if not self._reaches(server):  # every path checks first; this one holds should one forget
+            raise MCPError(code=types.INVALID_PARAMS, message="unknown name")
         up = self.pool.get(server)
         reason = self.view.refusal(server)
         if up is None or reason is not None:

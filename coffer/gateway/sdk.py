@@ -103,6 +103,14 @@ def host_connection(session: Any) -> Any:
     return getattr(session, "_connection", session)
 
 
+def http_speaker(ctx: Any) -> Any:
+    """The team member (coffer.trust.team.Member) an HTTP request came from, as the team guard put it in
+    the request's ASGI scope; None on stdio and for one user."""
+    scope = getattr(getattr(ctx, "request", None), "scope", None)
+    state = scope.get("state") if isinstance(scope, dict) else None
+    return state.get("team_member") if isinstance(state, dict) else None
+
+
 def http_member(ctx: Any) -> str | None:
     """The team member an HTTP request came from: what the team guard (coffer.gateway.http) put in the
     request's ASGI scope, reached through the SDK's per-request context; None on stdio and for one user."""

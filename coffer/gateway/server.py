@@ -30,9 +30,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import bigresults, builtins, paging, rounds, sessions
+from coffer.gateway import bigresults, builtins, members, paging, rounds, sessions
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, RUN, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.listings import DISCOVERY_BUDGET_S, Listings
+from coffer.gateway.members import walled
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
@@ -106,6 +107,7 @@ class Gateway:
         self.router = Router(self.view, self.pool, self.relay, self.tasks)
         # list requests; the profile is the default: an engine's host session names its own (coffer.gateway.sessions)
         self.listings = Listings(self.view, self.pool, self.relay, discovery_budget, profile)
+        self.router.bound, self.router.servers_reached = self.listings.bound, self.listings.servers_reached
         self.snapshots = SnapshotWriter(self.pool.spawn)  # live listings back to the snapshot (coffer.gateway.view)
         self.telemetry: otlp.Telemetry | None = None  # OTLP export when the standard variables ask (running())
         self.server = self._build_server()
@@ -259,6 +261,7 @@ class Gateway:
                 on_subscriptions_listen=ListenHandler(self.bus),
                 adjust=self._capabilities,
             )
+        server.middleware.insert(0, members.speaking)  # a team member is current in all that follows
         server.middleware.append(self._task_calls)
         server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.tasks.get_task)
         server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._task_result)
@@ -490,16 +493,21 @@ class Gateway:
         if params.name == SEARCH:
             m = self.view.merged()
             reg = self.view.registry
+            bound = self.listings.bound()
+            visible, key = walled(bound, m.visible_tools, m.key)
+            withheld = builtins.withheld(m.tools, m.visible_tools, reg) if bound is None else []  # not a member's
             return await builtins.search_tools(
-                m.visible_tools,
-                m.key,
+                visible,
+                key,
                 args,
                 self.listings.hidden(),
                 list(reg.registries.values()),
-                builtins.withheld(m.tools, m.visible_tools, reg),
+                withheld,
                 self._unreachable(),
             )
-        return await builtins.ask(ctx, args, curation.visible_servers(self.view.registry, self.view.pins))
+        reached = self.listings.servers_reached()
+        servers = curation.visible_servers(self.view.registry, self.view.pins)
+        return await builtins.ask(ctx, args, [s for s in servers if reached is None or s in reached])
 
 
 def _is_task(result: dict[str, Any]) -> bool:

@@ -101,6 +101,8 @@ def decide(cfg: ServerConfig, seen: Collection[str] = ()) -> Share:
         return Share("shared", 'share = "shared" in coffer.toml')
     if cfg.share == "session":
         return Share("session", 'share = "session" in coffer.toml')
+    if cfg.share == "member":  # once per team member (coffer.gateway.pool); one user is one member
+        return Share("shared", 'share = "member": one process per team member, one for a single user')
     keeps = known_state(cfg)
     if keeps is not None:
         return Share("session", f"auto: it runs {keeps[0]}, which keeps {keeps[1]}")

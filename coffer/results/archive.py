@@ -26,6 +26,7 @@ from coffer.errors import NotFoundError, UsageError
 from coffer.results.spill import PREFIX as SPILL_PREFIX
 from coffer.results.spill import STALE_S as SPILL_STALE_S
 from coffer.results.spill import Spilled
+from coffer.trust.team import speaking_for
 from coffer.vault import paths
 
 DEFAULT_KEEP_DAYS = 7.0
@@ -33,6 +34,7 @@ DEFAULT_STORE_MB = 1024.0
 URI_PREFIX = "coffer://results/"
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 SLICE = 1 << 20  # characters of one long string serialised at a time
+_COLUMNS = "id, server, tool, created, expires, bytes, tokens, kind, owner"  # a Kept, in order
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Kept:
     bytes: int
     tokens: int  # counted up to the cap and a little past it: a floor for big results
     kind: str  # text, json, binary or mixed
+    owner: str = ""  # the team member it was kept for (coffer.trust.team): only it reads it; "" the vault's owner
 
     @property
     def uri(self) -> str:
@@ -78,6 +81,9 @@ def _index() -> Iterator[Any]:
             "created REAL NOT NULL, expires REAL NOT NULL, bytes INTEGER NOT NULL, tokens INTEGER NOT NULL, "
             "kind TEXT NOT NULL)"
         )
+        if "owner" not in {row[1] for row in conn.execute("PRAGMA table_info(kept)")}:  # an older store
+            with conn:
+                conn.execute("ALTER TABLE kept ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
         with conn:
             yield conn
     finally:
@@ -98,11 +104,15 @@ def settings_of(settings: Mapping[str, Any]) -> tuple[float, float]:
 def keep(
     result: Mapping[str, Any], server: str, tool: str, tokens: int, kind: str, settings: Mapping[str, Any]
 ) -> Kept:
-    """Write `result` to the store (the same content is one file) and index the row."""
+    """Write `result` to the store (the same content is one file) and index the row. Kept for a team
+    member, it is the member's: its id differs from another member's for the same content, and only
+    that member finds it (`get`)."""
     keep_days, _ = settings_of(settings)
     folder = directory()
     tmp = folder / f".tmp-{os.getpid()}-{time.monotonic_ns()}"
-    digest = hashlib.sha256()
+    member = speaking_for()
+    owner = member.sub if member is not None else ""
+    digest = hashlib.sha256(f"member:{owner}\0".encode() if owner else b"")
     size = 0
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
@@ -123,9 +133,9 @@ def keep(
             tmp.unlink()
         raise
     now = time.time()
-    row = Kept(rid, server, tool, now, now + keep_days * 86400.0, size, tokens, kind)
+    row = Kept(rid, server, tool, now, now + keep_days * 86400.0, size, tokens, kind, owner)
     with _index() as db:
-        db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?, ?, ?, ?, ?, ?, ?)", tuple(asdict(row).values()))
+        db.execute("INSERT OR REPLACE INTO kept VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", tuple(asdict(row).values()))
     return row
 
 
@@ -199,11 +209,14 @@ def parse_id(value: str) -> str:
 
 
 def get(value: str) -> Kept:
-    """The index row of a live (unexpired) kept result; NotFoundError when there is none."""
+    """The index row of a live (unexpired) kept result; NotFoundError when there is none, or when a team
+    member asks for a result kept for another."""
     rid = parse_id(value)
     with _index() as db:
-        row = db.execute("SELECT * FROM kept WHERE id = ?", (rid,)).fetchone()
-    if row is None or row[4] <= time.time() or not (directory() / f"{rid}.json").exists():
+        row = db.execute(f"SELECT {_COLUMNS} FROM kept WHERE id = ?", (rid,)).fetchone()
+    member = speaking_for()
+    stranger = member is not None and row is not None and row[8] != member.sub
+    if row is None or stranger or row[4] <= time.time() or not (directory() / f"{rid}.json").exists():
         raise NotFoundError(f"no kept result {rid} (it may have expired: `coffer results list`)")
     return Kept(*row)
 
@@ -224,7 +237,7 @@ def load(value: str) -> dict[str, Any]:
 def listing() -> list[Kept]:
     now = time.time()
     with _index() as db:
-        rows = db.execute("SELECT * FROM kept WHERE expires > ? ORDER BY created DESC", (now,)).fetchall()
+        rows = db.execute(f"SELECT {_COLUMNS} FROM kept WHERE expires > ? ORDER BY created DESC", (now,)).fetchall()
     return [Kept(*r) for r in rows]
 
 

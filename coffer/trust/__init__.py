@@ -10,8 +10,10 @@ Modules:
     secrets     named secrets: the OS keyring, else a 0600 file
     oauth_store where a server's OAuth tokens and client registration are kept
     http_token  the bearer token `coffer serve --http` requires
-    team        `serve --http --team`: access tokens from the team's identity provider, and who is a member
-    expand      `${VAR}` and `${secret:NAME}` at launch
+    team        `serve --http --team`: access tokens from the team's identity provider, who is a member
+                and bounded by which profile; the member a request speaks for
+    member_secrets  a team member's own secrets, for `${member:NAME}` in its per-member servers
+    expand      `${VAR}`, `${secret:NAME}` and `${member:NAME}` at launch
     redact      resolved values masked everywhere text is written
 
 Imports the vault only.

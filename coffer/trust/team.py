@@ -7,7 +7,7 @@ The vault's `[team]` names the provider and this gateway:
     issuer = "https://login.example.com"          # OpenID provider; its metadata names the JWKS
     resource = "https://coffer.example.com/mcp"   # this gateway's URL: the tokens' audience (RFC 8707)
     scopes = ["mcp:tools"]                        # what every token must grant
-    members = ["group:eng", "sub:agent-ci", "email:ana@example.com"]   # who may use it
+    members = ["group:eng", "sub:agent-ci", "email:ana@example.com"]   # who may use it: the whole vault
     listen = "0.0.0.0"                            # bind all addresses (a container); loopback by default
 
 An access token is checked on every request: a JWT by the issuer's keys (fetched from its JWKS, kept,
@@ -16,6 +16,20 @@ and `nbf`, and the scopes; a token that is not a JWT by introspection (RFC 7662)
 `introspection_client` (id and secret reference) the provider knows. A valid token whose claims match
 no `members` entry is refused: a member with no mapping sees nothing. The token is never passed on:
 upstreams get Coffer's own credentials, as they do for a single user.
+
+`members` as a table maps each entry to the profile that bounds what its members reach, the first
+entry a token matches in the order written (a firewall's rule, not a union):
+
+    [team.members]
+    "sub:agent-ci" = "ci"          # [profiles.ci]: its servers, tools and pinned tools; its code_mode
+    "group:eng" = "dev"
+    "email:owner@example.com" = "*"  # the whole vault
+
+A profile alone only chooses what a client is shown; for a member it is a wall (coffer.gateway.members):
+what lies outside it is not listed, not found by search, not callable by name, through
+`coffer__call_tool` or from a script, and its prompts and resources are not served. Each request runs
+with its member current (`speaking`): results it keeps are the member's, and other members' are not
+found.
 
 PyJWT (a dependency of the MCP SDK) does the JOSE; answers are kept per token until it expires (at most
 `CACHE_S`), so a call costs a dictionary lookup, not a signature check.
@@ -26,11 +40,15 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from coffer.errors import UsageError
 
+WHOLE = "*"  # a members entry's profile: the whole vault
 CACHE_S = 60.0  # a validated token is trusted this long at most (and never past its exp)
 REFUSED_S = 5.0  # a refused token is not checked again at every retry within this long
 LEEWAY_S = 5  # clock skew allowed on exp / nbf / iat
@@ -46,6 +64,7 @@ class Team:
     resource: str
     scopes: tuple[str, ...] = ()
     members: tuple[tuple[str, str], ...] = ()  # (claim kind, value)
+    profiles: tuple[str | None, ...] = ()  # per members entry: the profile bounding it (None: the whole vault)
     introspection_client: tuple[str, str] | None = None  # (client id, secret), for opaque tokens
     listen: str = "127.0.0.1"  # the address to bind: "0.0.0.0" in a container, behind the Service
 
@@ -87,8 +106,9 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def team_from(raw: dict[str, Any]) -> Team:
-    """The checked `[team]` table; UsageError naming what is wrong."""
+def team_from(raw: dict[str, Any], profiles: Collection[str] = ()) -> Team:
+    """The checked `[team]` table (`profiles`: the vault's profile names, which a members table may
+    name); UsageError naming what is wrong."""
     from coffer.trust.expand import expand
 
     if not raw:
@@ -101,11 +121,18 @@ def team_from(raw: dict[str, Any]) -> Team:
     if not isinstance(scopes, list) or not all(isinstance(s, str) and s for s in scopes):
         raise UsageError("[team] scopes must be a list of scope names")
     members: list[tuple[str, str]] = []
-    for entry in raw.get("members", []):
+    bounds: list[str | None] = []
+    listed = raw.get("members", [])
+    entries = list(listed.items()) if isinstance(listed, dict) else [(e, WHOLE) for e in listed]
+    for entry, profile in entries:
         kind, sep, value = str(entry).partition(":")
         if not sep or kind not in _CLAIM_KINDS or not value:
             raise UsageError(f"[team] members: '{entry}' is not one of {', '.join(k + ':VALUE' for k in _CLAIM_KINDS)}")
+        if profile != WHOLE and profile not in profiles:
+            known = ", ".join(sorted(profiles)) or "none yet: `coffer profile add`"
+            raise UsageError(f"[team] members: '{entry}' names no profile '{profile}' ({WHOLE!r} or one of: {known})")
         members.append((kind, value))
+        bounds.append(None if profile == WHOLE else str(profile))
     if not members:
         raise UsageError('[team] members is empty: no one could use the gateway (`members = ["group:eng"]`)')
     client = raw.get("introspection_client")
@@ -121,7 +148,7 @@ def team_from(raw: dict[str, Any]) -> Team:
     listen = raw.get("listen", "127.0.0.1")
     if listen not in ("127.0.0.1", "0.0.0.0", "::", "::1") and not str(listen).replace(".", "").isdigit():
         raise UsageError(f"[team] listen must be an IP address to bind (0.0.0.0 in a container), not {listen!r}")
-    return Team(str(issuer).rstrip("/"), str(resource), tuple(scopes), tuple(members), pair, str(listen))
+    return Team(str(issuer).rstrip("/"), str(resource), tuple(scopes), tuple(members), tuple(bounds), pair, str(listen))
 
 
 @dataclass(frozen=True)
@@ -132,6 +159,7 @@ class Member:
     via: str
     scopes: tuple[str, ...]
     expires: float
+    profile: str | None = None  # the profile bounding what it reaches; None: the whole vault
 
 
 class Refused(Exception):
@@ -232,10 +260,12 @@ class Verifier:
             ("client", str(claims.get("client_id") or claims.get("azp") or "")),
             *(("group", str(g)) for g in (groups if isinstance(groups, list) else [groups])),
         }
-        match = next((m for m in self.team.members if m in held), None)
-        if match is None:
+        at = next((i for i, m in enumerate(self.team.members) if m in held), None)
+        if at is None:
             raise Refused(403, "access_denied", f"'{sub}' is not a member of this team gateway ([team] members)")
-        return Member(sub=sub, via=f"{match[0]}:{match[1]}", scopes=granted, expires=float(claims.get("exp", 0)))
+        kind, value = self.team.members[at]
+        bound = self.team.profiles[at] if at < len(self.team.profiles) else None
+        return Member(sub, f"{kind}:{value}", granted, float(claims.get("exp", 0)), bound)
 
     def _keys(self) -> Any:
         """The issuer's JWKS client: found through its OpenID metadata once, its keys kept (and fetched
@@ -292,3 +322,21 @@ class Verifier:
         if data.get("iss", self.team.issuer).rstrip("/") != self.team.issuer:
             raise Refused(401, "invalid_token", f"the token was not issued by {self.team.issuer}")
         return data
+
+
+_speaking: ContextVar[Member | None] = ContextVar("coffer_team_member", default=None)
+
+
+def speaking_for() -> Member | None:
+    """The member the request being served speaks for; None for one user (stdio, a static token)."""
+    return _speaking.get()
+
+
+@contextmanager
+def speaking(member: Member | None) -> Iterator[None]:
+    """`member` is current inside the block and in every task and thread started from it."""
+    token = _speaking.set(member)
+    try:
+        yield
+    finally:
+        _speaking.reset(token)

@@ -25,6 +25,7 @@ so, unless `[settings] sandbox_required = true` refuses such starts.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -171,16 +172,23 @@ def _int_file(path: str) -> int | None:
         return None
 
 
-def home_path(name: str) -> Path:
-    """Where a server's own home is (made by `home_of` at its first start)."""
-    return paths.data_dir() / "sandbox" / name / "home"
+def home_path(name: str, member: str | None = None) -> Path:
+    """Where a server's own home is (made by `home_of` at its first start); a team member's process of
+    it has one of its own beside it (`members/<hash of sub>`), so members never share files."""
+    if member is None:
+        return paths.data_dir() / "sandbox" / name / "home"
+    digest = hashlib.sha256(member.encode()).hexdigest()[:32]
+    return paths.data_dir() / "sandbox" / name / "members" / digest / "home"
 
 
-def home_of(name: str) -> Path:
+def home_of(name: str, member: str | None = None) -> Path:
     """A server's own home: private (0700) and persistent across starts, never the user's."""
-    path = home_path(name)
+    path = home_path(name, member)
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    for folder in (path.parent.parent, path.parent, path):
+    top = paths.data_dir() / "sandbox"
+    for folder in [path, *path.parents]:
+        if folder == top:
+            break
         os.chmod(folder, 0o700)
     return path
 
@@ -290,13 +298,20 @@ def runtime_reads(program: str, env: dict[str, str]) -> list[str]:
     return [*runtimes.program_dirs(program, env.get("PATH")), *certs]
 
 
-def prepare(cfg: ServerConfig, policy: Policy, program: str, env: dict[str, str], roots: tuple[str, ...] = ()) -> Start:
+def prepare(
+    cfg: ServerConfig,
+    policy: Policy,
+    program: str,
+    env: dict[str, str],
+    roots: tuple[str, ...] = (),
+    member: str | None = None,
+) -> Start:
     """Everything a confined start of `cfg` needs, made: its home, a private temp, the paths it may read
     and write, its ports, its environment and working directory. `roots`: a session's declared roots,
-    for a server that works on them."""
+    for a server that works on them; `member`: the team member it runs for, whose home is its own."""
     mechanism = support().mechanism
     assert mechanism is not None
-    home = str(home_of(cfg.name))
+    home = str(home_of(cfg.name, member))
     tmp = tempfile.mkdtemp(prefix=f"coffer-{cfg.name}-")
     own: list[str] = []  # the filtering proxy's forwarder runs inside bubblewrap, on this interpreter
     if mechanism == "bubblewrap" and isinstance(policy.network, tuple):

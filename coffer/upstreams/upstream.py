@@ -50,6 +50,7 @@ class Supervisor(Protocol):
     slot_hold: float
     pids: set[int]
     spill_results: bool  # long tools/call result strings go to files (its owner claims them: bigresults)
+    member: str | None  # the team member it runs for (its secrets and home: coffer.trust.member_secrets)
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
 
@@ -309,7 +310,7 @@ class Upstream:
     async def _open(self, exited: anyio.Event) -> AsyncIterator[tuple[Any, Any]]:
         cfg = self.cfg
         if cfg.url:
-            headers = resolved_headers(cfg)
+            headers = resolved_headers(cfg, member=self.pool.member)
             self.stats.secrets = tuple(headers.values())
             async with (
                 oauth.provider_for(cfg.name, cfg.url, cfg.oauth) as auth,
@@ -318,7 +319,7 @@ class Upstream:
                 self._auth = auth
                 yield streams
             return
-        extra = resolved_env(cfg)
+        extra = resolved_env(cfg, member=self.pool.member)
         self.stats.secrets = tuple(extra.values())
         env = child_env(extra)
         argv = [self._program(env), *cfg.args]
@@ -329,8 +330,12 @@ class Upstream:
         self.confined = policy is not None
         start = None
         if policy is not None:
-            start = await anyio.to_thread.run_sync(sandbox.prepare, cfg, policy, argv[0], env, self.roots)
+            start = await anyio.to_thread.run_sync(
+                sandbox.prepare, cfg, policy, argv[0], env, self.roots, self.pool.member
+            )
             env = start.env
+        elif self.pool.member is not None:  # unconfined, a member's process still keeps its files apart
+            env["HOME"] = str(await anyio.to_thread.run_sync(sandbox.home_of, cfg.name, self.pool.member))
         self.confinement = start
         try:
             async with AsyncExitStack() as stack:

@@ -14,7 +14,7 @@ from coffer.vault.names import NAME_RE, RESERVED_NAMES
 
 ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TIMEOUT_S = 60.0
-SHARE_MODES = ("auto", "shared", "session")  # coffer.gateway.sessions
+SHARE_MODES = ("auto", "shared", "session", "member")  # coffer.gateway.sessions; member: coffer.gateway.pool
 SANDBOX_MODES = ("auto", "off")  # or a table: coffer.upstreams.sandbox
 SANDBOX_KEYS = ("network", "read", "write", "ports")
 HOST_RE = re.compile(

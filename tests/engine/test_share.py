@@ -183,7 +183,7 @@ def test_a_bad_share_value_is_one_clear_error(coffer_home: Path) -> None:
     before = (coffer_home / "coffer.toml").read_text()
     (coffer_home / "coffer.toml").write_text(before.replace("enabled = true", 'enabled = true\nshare = "sometimes"'))
     result: Any = run_cli(runner, "list", code=5)  # the registry-error exit status
-    assert "servers.notes.share must be one of auto, shared, session, not 'sometimes'" in result.stderr
+    assert "servers.notes.share must be one of auto, shared, session, member, not 'sometimes'" in result.stderr
     assert (coffer_home / "coffer.toml").read_text().count("sometimes") == 1  # nothing rewritten
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,17 +73,31 @@ class Gateway:
     home: Path
 
 
+MEMBERS = 'members = ["group:eng", "sub:agent-carol"]'
+
+
 @contextmanager
-def served(home: Path, host: str = "127.0.0.1", fmt: str = "jwt", extra: str = "") -> Iterator[Gateway]:
+def served(
+    home: Path,
+    host: str = "127.0.0.1",
+    fmt: str = "jwt",
+    extra: str = "",
+    members: str = MEMBERS,
+    setup: Callable[[Path], None] | None = None,
+) -> Iterator[Gateway]:
     """An OpenID provider and `coffer serve --http PORT --team` behind it, with the fixture upstream
-    `alpha`; the gateway's resource URL names `host` (its public name), and `extra` joins [team]."""
+    `alpha`; the gateway's resource URL names `host` (its public name), `extra` joins [team], and
+    `members` follows it (a `[team.members]` table, and any tables after it); `setup(home)` edits the
+    vault before the gateway starts."""
     port, idp_port = free_port(), free_port()
     resource = f"http://{host}:{port}/mcp"
     idp = start_idp(idp_port, resource, "k1", fmt=fmt)
-    add_fixture(home, "alpha", "relay")
+    add_fixture(home, "alpha", "relay,big")
+    if setup is not None:
+        setup(home)
     vault = home / "coffer.toml"
     team = f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nscopes = ["mcp:tools"]\n'
-    vault.write_text(team + f'members = ["group:eng", "sub:agent-carol"]\n{extra}\n\n' + vault.read_text())
+    vault.write_text(team + f"{extra}\n{members}\n\n" + vault.read_text())
     proc = subprocess.Popen(
         [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
         env=serve_env(home),
@@ -230,6 +244,10 @@ HEAD = '[team]\nresource = "http://127.0.0.1:1/mcp"\n'
         (
             '[team]\nissuer = "https://x"\nresource = "http://127.0.0.1:1/mcp"\nmembers = ["eng"]\n',
             "'eng' is not one of",
+        ),
+        (
+            '[team]\nissuer = "https://x"\nresource = "http://127.0.0.1:1/mcp"\n[team.members]\n"group:eng" = "nope"\n',
+            "names no profile 'nope'",
         ),
     ],
 )

@@ -14,7 +14,7 @@ from keyring.backend import KeyringBackend
 from typer.testing import CliRunner, Result
 
 from coffer.cli import render
-from coffer.errors import SecretError
+from coffer.errors import SecretError, UsageError
 from coffer.trust import expand, redact, secrets
 from coffer.vault import catalogue, paths, registry
 
@@ -277,3 +277,21 @@ def test_upstream_stderr_tails_are_scrubbed_of_every_resolved_value(coffer_home:
     encoded = base64.b64encode(CANARY.encode()).decode()
     stats.feed_stderr(f"auth failed for {CANARY} ({encoded}) with own-env-value\n".encode())
     assert stats.last_stderr_line() == "auth failed for **** (****) with ****"
+
+
+def test_member_references_are_the_members_own_and_never_fall_back(coffer_home: Path) -> None:
+    """`${member:NAME}`: the served member's own secret; a member without it gets an error, never the
+    vault owner's; with no member (one user, `coffer add`'s first start) it is the vault's own."""
+    from coffer.trust import member_secrets
+
+    secrets.set_secret("GH", "owner-value-1")
+    member_secrets.put("agent-alice", "GH", "alice-value-2")
+    assert expand.expand("${member:GH}") == "owner-value-1"
+    assert expand.expand("token ${member:GH}", member="agent-alice") == "token alice-value-2"
+    with pytest.raises(SecretError, match=r"\$\{member:GH\} is not set for member 'agent-bob'"):
+        expand.expand("${member:GH}", member="agent-bob")
+    assert member_secrets.names("agent-alice") == ["GH"] and member_secrets.names("agent-bob") == []
+    assert member_secrets.remove("agent-alice", "GH") and not member_secrets.remove("agent-alice", "GH")
+    assert stat.S_IMODE(member_secrets.path_of("agent-alice").stat().st_mode) == 0o600
+    with pytest.raises(UsageError):
+        member_secrets.put("agent-alice", "GH", "")

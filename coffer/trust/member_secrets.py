@@ -1,0 +1,90 @@
+"""A team member's own secrets, for `${member:NAME}` in a per-member server's env and headers
+(`share = "member"`, coffer.gateway.pool): a member's GitHub token runs that member's GitHub server, and
+no one else's.
+
+A member sets them through the team gateway with its own access token (`PUT /member/secrets/NAME`,
+coffer.gateway.http): the vault's owner never sees them and cannot set them for a member. Each member's
+are one 0600 file, `<data dir>/members/<hash of sub>.json` (the folder 0700), named by a hash so a
+directory listing does not list the team. Every value read is registered with `coffer.trust.redact`.
+A member without the secret a server needs gets one line saying which and where to set it; it never
+falls back to the owner's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from coffer.errors import SecretError, UsageError
+from coffer.trust import redact
+from coffer.trust.secrets import validate_name
+from coffer.vault import paths
+from coffer.vault.fsutil import atomic_write, locked
+
+FILE_VERSION = 1
+MAX_VALUE = 16 * 1024  # a token or a key, not a file
+ROUTE = "/member/secrets"  # where a member sets them on the team gateway
+
+
+def path_of(sub: str) -> Path:
+    return paths.data_dir() / "members" / f"{hashlib.sha256(sub.encode()).hexdigest()[:32]}.json"
+
+
+def _load(sub: str) -> dict[str, str]:
+    path = path_of(sub)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise SecretError(f"{path}: unreadable member secrets ({type(exc).__name__})") from None
+    values = data.get("secrets") if isinstance(data, dict) and data.get("sub") == sub else None
+    if not isinstance(values, dict):
+        raise SecretError(f"{path}: not this member's secrets file")
+    return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _save(sub: str, values: dict[str, str]) -> None:
+    body = {"version": FILE_VERSION, "sub": sub, "secrets": dict(sorted(values.items()))}
+    atomic_write(path_of(sub), json.dumps(body, indent=1) + "\n", mode=0o600)
+
+
+def put(sub: str, name: str, value: str) -> None:
+    """Set the member's secret `name`; UsageError for a bad name or value."""
+    validate_name(name)
+    if not value or len(value) > MAX_VALUE or "\0" in value:
+        raise UsageError(f"a member secret is 1 to {MAX_VALUE} characters, without NUL")
+    redact.register(value)
+    with locked(path_of(sub)):
+        values = _load(sub)
+        values[name] = value
+        _save(sub, values)
+
+
+def remove(sub: str, name: str) -> bool:
+    """Drop the member's secret `name`; False when it had none."""
+    validate_name(name)
+    with locked(path_of(sub)):
+        values = _load(sub)
+        if values.pop(name, None) is None:
+            return False
+        _save(sub, values)
+    return True
+
+
+def names(sub: str) -> list[str]:
+    """The names of the member's secrets (never their values)."""
+    return sorted(_load(sub))
+
+
+def resolve(sub: str, name: str, what: str) -> str:
+    """The member's secret `name`; SecretError saying where to set it when it has none."""
+    value = _load(sub).get(name)
+    if value is None:
+        raise SecretError(
+            f"{what}: ${{member:{name}}} is not set for member '{sub}' "
+            f"(the member sets it: PUT {ROUTE}/{name} on the team gateway, with its own token)"
+        )
+    redact.register(value)
+    return value
