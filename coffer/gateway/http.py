@@ -49,7 +49,9 @@ MCP_SESSION = b"mcp-session-id"
 MAX_SESSIONS = 100_000  # sessions remembered with their member (the oldest forgotten: it has long expired)
 
 
-def _team_guarded(app: Any, verifier: Verifier, on_secret: Callable[[str], None] = lambda _sub: None) -> Any:
+def _team_guarded(
+    app: Any, verifier: Verifier, on_secret: Callable[[str], None] = lambda _sub: None, console: Any = None
+) -> Any:
     """The gateway as an OAuth 2.1 protected resource (coffer.trust.team): its RFC 9728 metadata at the
     well-known path, and every other request carrying an access token the team's provider issued for it.
     A missing or invalid token is a 401 whose `WWW-Authenticate` names the metadata (how an MCP client
@@ -59,6 +61,7 @@ def _team_guarded(app: Any, verifier: Verifier, on_secret: Callable[[str], None]
 
     import anyio
 
+    from coffer.gateway.memberconsole import PREFIX
     from coffer.trust.member_secrets import ROUTE
     from coffer.trust.team import Refused
 
@@ -75,6 +78,13 @@ def _team_guarded(app: Any, verifier: Verifier, on_secret: Callable[[str], None]
     async def guarded(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await app(scope, receive, send)
+            return
+        if console is not None and (scope["path"] == PREFIX or scope["path"].startswith(PREFIX + "/")):
+            host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if host != team.host and host.rpartition(":")[0] not in ("127.0.0.1", "localhost", "[::1]"):
+                await _answer(send, 421, json.dumps({"error": f"the console answers as {team.host}"}).encode())
+                return
+            await console(scope, receive, send)  # signs a person in itself (coffer.gateway.memberconsole)
             return
         if scope["path"] in wellknown and scope["method"] in ("GET", "HEAD"):
             await _answer(send, 200, metadata, (b"cache-control", b"max-age=300"))
@@ -200,7 +210,10 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verif
     # Host and Origin checks stay on; an answer with nothing before it goes out as JSON (httpshape)
     app = _versioned(streamable_http_app(gateway.server, public=team.team.host if team is not None else None))
     if team is not None:
-        app = _team_guarded(app, team, gateway.pool.forget_member)
+        from coffer.gateway.memberconsole import MemberConsole
+
+        console = MemberConsole(team, gateway.reach_of, gateway.pool.forget_member)
+        app = _team_guarded(app, team, gateway.pool.forget_member, console)
     elif token is not None:
         app = _guarded(app, token)
     # httptools (a dependency) parses HTTP in C: measured 0.5-1 ms less per call than h11 (bench --http)

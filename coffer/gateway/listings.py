@@ -87,6 +87,13 @@ class Listings:
         """Whether the snapshot cannot answer for `name` (never listed, or listed for other host caps)."""
         return name not in self.view.lists or (name in unfit and name not in self.view.live)
 
+    async def settled(self) -> Merged:
+        """The merged view once new servers had their chance to list, for an answer that is no MCP
+        request (the members' console)."""
+        self.view.current_registry()
+        await self._await_discovery()
+        return self.view.merged()
+
     async def _listing(self, ctx: Any) -> Merged:
         """The merged view a list request answers from: current curation, new servers given their chance.
 

@@ -66,6 +66,7 @@ class Team:
     members: tuple[tuple[str, str], ...] = ()  # (claim kind, value)
     profiles: tuple[str | None, ...] = ()  # per members entry: the profile bounding it (None: the whole vault)
     introspection_client: tuple[str, str] | None = None  # (client id, secret), for opaque tokens
+    console_client: tuple[str, str | None] | None = None  # (client id, secret or None: public), the members' console
     listen: str = "127.0.0.1"  # the address to bind: "0.0.0.0" in a container, behind the Service
 
     @property
@@ -145,10 +146,27 @@ def team_from(raw: dict[str, Any], profiles: Collection[str] = ()) -> Team:
         ):
             raise UsageError('[team] introspection_client must be { id = "...", secret = "${secret:NAME}" }')
         pair = (client["id"], expand(client["secret"], what="[team] introspection_client secret"))
+    console = raw.get("console_client")
+    console_pair: tuple[str, str | None] | None = None
+    if isinstance(console, str) and console:
+        console_pair = (console, None)
+    elif isinstance(console, dict) and isinstance(console.get("id"), str) and isinstance(console.get("secret"), str):
+        console_pair = (console["id"], expand(console["secret"], what="[team] console_client secret"))
+    elif console is not None:
+        raise UsageError('[team] console_client must be a client id, or { id = "...", secret = "${secret:NAME}" }')
     listen = raw.get("listen", "127.0.0.1")
     if listen not in ("127.0.0.1", "0.0.0.0", "::", "::1") and not str(listen).replace(".", "").isdigit():
         raise UsageError(f"[team] listen must be an IP address to bind (0.0.0.0 in a container), not {listen!r}")
-    return Team(str(issuer).rstrip("/"), str(resource), tuple(scopes), tuple(members), tuple(bounds), pair, str(listen))
+    return Team(
+        str(issuer).rstrip("/"),
+        str(resource),
+        tuple(scopes),
+        tuple(members),
+        tuple(bounds),
+        pair,
+        console_pair,
+        str(listen),
+    )
 
 
 @dataclass(frozen=True)
@@ -178,6 +196,7 @@ class Verifier:
     team: Team
     _jwks: Any = None
     _introspection: str | None = None
+    _metadata: dict[str, Any] | None = None
     _seen: dict[str, tuple[float, Member | Refused]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -273,7 +292,7 @@ class Verifier:
         import jwt
 
         if self._jwks is None:
-            meta = self._provider_metadata()
+            meta = self.provider_metadata()
             uri = meta.get("jwks_uri")
             if not isinstance(uri, str):
                 raise Refused(401, "invalid_token", f"{self.team.issuer} publishes no jwks_uri")
@@ -283,6 +302,12 @@ class Verifier:
             introspection = meta.get("introspection_endpoint")
             self._introspection = introspection if isinstance(introspection, str) else None
         return self._jwks
+
+    def provider_metadata(self) -> dict[str, Any]:
+        """The provider's OpenID (or OAuth) metadata, read once: its endpoints and keys' address."""
+        if self._metadata is None:
+            self._metadata = self._provider_metadata()
+        return self._metadata
 
     def _provider_metadata(self) -> dict[str, Any]:
         import httpx2

@@ -44,11 +44,12 @@ def chromium_path() -> str | None:
     return os.environ.get("COFFER_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+def require_chromium() -> str:
+    """The system's Chromium for Playwright; the test is skipped without it or Playwright, unless
+    COFFER_REQUIRE_BROWSER=1 (CI) makes that a failure."""
     required = os.environ.get("COFFER_REQUIRE_BROWSER") == "1"
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright  # noqa: F401
     except ImportError:
         if required:
             raise
@@ -58,6 +59,14 @@ def browser() -> Iterator[Any]:
         if required:
             raise AssertionError("COFFER_REQUIRE_BROWSER=1 but no chromium on PATH")
         pytest.skip("no chromium on PATH (apt install chromium)")
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    path = require_chromium()
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
         chromium = pw.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         yield chromium

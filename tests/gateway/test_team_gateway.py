@@ -7,8 +7,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,9 +56,9 @@ class Idp:
         return str(answer.json()["access_token"])
 
 
-def start_idp(port: int, resource: str, kid: str, ttl: int = 300, fmt: str = "jwt") -> Idp:
+def start_idp(port: int, resource: str, kid: str, ttl: int = 300, fmt: str = "jwt", console: str = "") -> Idp:
     argv = ["node", str(IDP), "--port", str(port), "--resource", resource, "--kid", kid, "--ttl", str(ttl)]
-    argv += ["--format", fmt]
+    argv += ["--format", fmt] + (["--console-redirect", console] if console else [])
     proc = subprocess.Popen(
         [*argv, "--modules", str(MODULES)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
@@ -84,14 +84,18 @@ def served(
     extra: str = "",
     members: str = MEMBERS,
     setup: Callable[[Path], None] | None = None,
+    console: bool = False,
 ) -> Iterator[Gateway]:
     """An OpenID provider and `coffer serve --http PORT --team` behind it, with the fixture upstream
     `alpha`; the gateway's resource URL names `host` (its public name), `extra` joins [team], and
     `members` follows it (a `[team.members]` table, and any tables after it); `setup(home)` edits the
-    vault before the gateway starts."""
+    vault before the gateway starts; `console`: the members' console, signing in at the provider."""
     port, idp_port = free_port(), free_port()
     resource = f"http://{host}:{port}/mcp"
-    idp = start_idp(idp_port, resource, "k1", fmt=fmt)
+    idp = start_idp(
+        idp_port, resource, "k1", fmt=fmt, console=f"http://{host}:{port}/console/callback" if console else ""
+    )
+    extra += '\nconsole_client = "coffer-console"' if console else ""
     add_fixture(home, "alpha", "relay,big")
     if setup is not None:
         setup(home)
@@ -139,6 +143,27 @@ class Memory(TokenStorage):
         self.client = client_info
 
 
+@asynccontextmanager
+async def member(g: Gateway, client: str, storage: Memory | None = None) -> AsyncIterator[ClientSession]:
+    """An MCP SDK session as the IdP client `client` (its secret: the id reversed), signed in by the
+    SDK's own client-credentials flow, which finds the provider from the gateway's 401 and metadata."""
+    auth = ClientCredentialsOAuthProvider(
+        server_url=g.url,
+        storage=storage or Memory(),
+        client_id=client,
+        client_secret=client[::-1],
+        scope="mcp:tools",
+        issuer=g.idp.url,
+    )
+    async with (
+        httpx2.AsyncClient(auth=auth, timeout=30) as http,
+        streamable_http_client(g.url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
 def post(url: str, token: str | None) -> httpx2.Response:
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
     if token is not None:
@@ -157,20 +182,7 @@ async def test_an_sdk_client_discovers_the_provider_signs_in_and_calls_tools(tea
     bare = post(g.url, None)
     assert bare.status_code == 401 and "resource_metadata=" in bare.headers["www-authenticate"]
     storage = Memory()
-    auth = ClientCredentialsOAuthProvider(
-        server_url=g.url,
-        storage=storage,
-        client_id="agent-alice",
-        client_secret="ecila-tnega",
-        scope="mcp:tools",
-        issuer=g.idp.url,
-    )
-    async with (
-        httpx2.AsyncClient(auth=auth, timeout=30) as http,
-        streamable_http_client(g.url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
+    async with member(g, "agent-alice", storage) as session:
         assert "alpha__echo" in [t.name for t in (await session.list_tools()).tools]
         assert text(await session.call_tool("alpha__echo", {"text": "as a member"})) == "as a member"
     import json

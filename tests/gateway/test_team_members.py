@@ -6,21 +6,18 @@ the other's kept results or speaks in the other's session; an owner's edit of th
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from mcp import ClientSession, MCPError
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
-from mcp.client.streamable_http import streamable_http_client
+from mcp import MCPError
 
 from coffer.vault import registry
 from tests.fixtures.gateway_harness import add_fixture, text
-from tests.gateway.test_team_gateway import Gateway, Memory, pytestmark, served
+from tests.gateway.test_team_gateway import Gateway, member, pytestmark, served
 
 __all__ = ["pytestmark"]
 
@@ -60,25 +57,6 @@ def setup(home: Path) -> None:
 def walled(coffer_home: Path) -> Iterator[Gateway]:
     with served(coffer_home, members=TEAM, setup=setup) as gateway:
         yield gateway
-
-
-@asynccontextmanager
-async def member(g: Gateway, client: str) -> AsyncIterator[ClientSession]:
-    auth = ClientCredentialsOAuthProvider(
-        server_url=g.url,
-        storage=Memory(),
-        client_id=client,
-        client_secret=client[::-1],
-        scope="mcp:tools",
-        issuer=g.idp.url,
-    )
-    async with (
-        httpx2.AsyncClient(auth=auth, timeout=30) as http,
-        streamable_http_client(g.url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
 
 
 def link(result: Any) -> str:

@@ -1,0 +1,84 @@
+// The members' console: who you are to the gateway, your secrets (names only), what you reach.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+
+async function api(method, path, body) {
+  const init = { method, headers: {} };
+  if (body !== undefined) {
+    init.headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const answer = await fetch("/console/api" + path, init);
+  const data = await answer.json();
+  if (answer.status === 401) {
+    window.location.assign("/console/login");
+  }
+  if (!answer.ok) {
+    throw new Error(data.error || answer.statusText);
+  }
+  return data;
+}
+
+function listSecrets(names) {
+  const list = $("secrets");
+  list.replaceChildren();
+  if (!names.length) {
+    const none = document.createElement("li");
+    none.textContent = "none yet";
+    list.append(none);
+  }
+  for (const name of names) {
+    const item = document.createElement("li");
+    const code = document.createElement("code");
+    code.textContent = name;
+    const drop = document.createElement("button");
+    drop.type = "button";
+    drop.textContent = "Remove";
+    drop.dataset.name = name;
+    drop.addEventListener("click", async () => {
+      try {
+        listSecrets((await api("DELETE", "/secrets/" + encodeURIComponent(name), {})).secrets);
+        $("said").textContent = `Removed ${name}.`;
+      } catch (err) {
+        $("said").textContent = err.message;
+      }
+    });
+    item.append(code, " ", drop);
+    list.append(item);
+  }
+}
+
+async function load() {
+  const me = await api("GET", "/me");
+  $("sub").textContent = me.sub;
+  $("via").textContent = me.via;
+  $("profile").textContent = me.profile || "the whole vault";
+  listSecrets(me.secrets);
+  const tools = $("tools");
+  tools.replaceChildren(...me.tools.map((name) => {
+    const item = document.createElement("li");
+    item.textContent = name;
+    return item;
+  }));
+}
+
+$("set").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const name = $("name").value.trim();
+  try {
+    const answer = await api("PUT", "/secrets/" + encodeURIComponent(name), { value: $("value").value });
+    listSecrets(answer.secrets);
+    $("value").value = "";
+    $("said").textContent = `Saved ${name}: your servers that use it start again with it.`;
+  } catch (err) {
+    $("said").textContent = err.message;
+  }
+});
+
+$("signout").addEventListener("click", async () => {
+  await api("POST", "/logout", {});
+  window.location.assign("/console/login");
+});
+
+load().catch((err) => { $("said").textContent = err.message; });
