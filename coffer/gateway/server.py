@@ -172,7 +172,12 @@ class Gateway:
         """An upstream listed (at start or after list_changed): merge now, persist and announce later."""
         if up.listing is None or not self.pool.live(up):
             return
-        changed, first = self.view.record(up.name, up.listing, kinds, up.capabilities)
+        listing = up.listing
+        if up.pool.member is not None:  # a member's own process: its tools and prompts name the server's
+            # surface, but what it holds (resources) is that member's: never shown to others, never indexed
+            listing = catalogue.Listing(tools=listing.tools, prompts=listing.prompts)
+            kinds = kinds - {"resources", "resource_templates"}
+        changed, first = self.view.record(up.name, listing, kinds, up.capabilities)
         if changed or first:
             self.pool.spawn(self._after_listing, up, changed, first)
 
@@ -185,7 +190,7 @@ class Gateway:
         }
         self.snapshots.put(up.name, lists, meta)
         await self._announce(changed)
-        if "resources" in changed or first:  # the index may predate this vault's snapshot
+        if ("resources" in changed or first) and up.pool.member is None:  # the index may predate the snapshot
             await self._index_resources(up)
 
     async def _restore_session_state(self, up: Upstream, session: ClientSession) -> None:

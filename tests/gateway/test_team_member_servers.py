@@ -66,6 +66,8 @@ async def test_each_member_runs_its_own_process_with_its_own_secrets(team: Gatew
                     break
                 await anyio.sleep(0.1)
             seen[who] = (text(value), text(await session.call_tool("gh__pid", {})))
+            listed = [str(r.uri) for r in (await session.list_resources()).resources]
+            assert not [u for u in listed if u.startswith("fixture://gh/")]  # what a member's process holds is its own
     assert seen["agent-alice"][0] == "alice-gh-7f3a" and seen["agent-bob"][0] == "bob-gh-91c2"
     assert seen["agent-alice"][1] != seen["agent-bob"][1]  # two processes
     homes = [sandbox.home_path("gh", who) for who in ("agent-alice", "agent-bob")]
