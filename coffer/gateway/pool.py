@@ -44,6 +44,9 @@ START_SLOTS = max(2, os.cpu_count() or 2)
 # A start that has not finished after this long gives its slot back (it goes on starting): a server that
 # hangs at initialize must not hold up the healthy ones behind it. Most SDK servers start in 0.6 s here.
 SLOT_HOLD_S = 1.5
+# A member's own processes stop after this long without a request of the member's (a team of a hundred
+# does not keep a hundred of each per-member server running); the next request starts them again.
+MEMBER_IDLE_S = 900.0
 
 
 Listener = Callable[[Upstream, frozenset[str]], None]
@@ -85,6 +88,7 @@ class Pool:
         self.started = False  # a session's pool: its host finished the handshake, its servers may start
         self.member: str | None = None  # a member's pool: the team member (`sub`) its servers run for
         self.members: dict[str, Pool] = {}  # each member's pool, for the `share = "member"` servers
+        self.used = 0.0  # a member's pool: when its member last needed it (anyio clock)
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Pool:
@@ -138,7 +142,9 @@ class Pool:
         cfg = self._configs.get(name)
         member = speaking_for() if cfg is not None and cfg.share == "member" else None
         if member is not None and self._parent is None:
-            return self._member_pool(member.sub)._up(name, cfg)
+            pool = self._member_pool(member.sub)
+            pool.used = anyio.current_time()
+            return pool._up(name, cfg)
         child = self._current() if any(name in c.own for c in self.children) else None
         if child is not None and name in child.own:
             return child._up(name, self._configs.get(name))
@@ -164,8 +170,26 @@ class Pool:
             )
             pool.gate, pool.pids, pool._parent, pool._tg = self.gate, self.pids, self, self._tg
             pool.spill_results, pool._one_host, pool.member = self.spill_results, False, sub
+            if not self.members:
+                self.spawn(self._reap_members)
             self.members[sub] = pool
         return pool
+
+    async def _reap_members(self) -> None:
+        while True:
+            await anyio.sleep(MEMBER_IDLE_S / 4)
+            self.reap_members(anyio.current_time())
+
+    def reap_members(self, now: float) -> list[str]:
+        """Stop the processes of members idle for MEMBER_IDLE_S (longer than any of their calls may
+        run); returns whose."""
+        gone = []
+        for sub, pool in list(self.members.items()):
+            longest = max((up.cfg.timeout for up in pool.upstreams.values()), default=0.0)
+            if pool.upstreams and now - pool.used > max(MEMBER_IDLE_S, longest + 60.0):
+                self.forget_member(sub)
+                gone.append(sub)
+        return gone
 
     def forget_member(self, sub: str) -> None:
         """Stop the member's own processes (its secrets changed): each starts again, with the new ones,
