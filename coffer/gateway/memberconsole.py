@@ -32,6 +32,7 @@ from coffer.trust.team import Member, Refused, Verifier
 PREFIX = "/console"
 COOKIE = "coffer-team-session"
 LOGIN_S = 600.0  # a sign-in not finished within this long starts again
+SESSION_S = 3600.0  # a session whose token named no expiry (an introspected one may not) lasts this long
 MAX_PENDING = 10_000
 PAGE_HEADERS = [
     (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
@@ -155,9 +156,10 @@ class MemberConsole:
             return
         sid = secrets.token_urlsafe(32)
         now = time.time()
+        until = member.expires if member.expires > now else now + SESSION_S  # a token that told no expiry
         self.sessions = {k: v for k, v in self.sessions.items() if v[1] > now}
-        self.sessions[sid] = (member, member.expires)
-        cookie = f"{COOKIE}={sid}; Path={PREFIX}; HttpOnly; SameSite=Lax; Max-Age={int(member.expires - now)}"
+        self.sessions[sid] = (member, until)
+        cookie = f"{COOKIE}={sid}; Path={PREFIX}; HttpOnly; SameSite=Lax; Max-Age={int(until - now)}"
         await _redirect(send, f"{PREFIX}/", (b"set-cookie", (cookie + ("; Secure" if self.secure else "")).encode()))
 
     def _member(self, headers: dict[str, str]) -> Member | None:
