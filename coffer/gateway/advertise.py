@@ -5,12 +5,18 @@ Pure: from the visible tools (curation already applied), the profile, how often 
 `max_tools`, the pinned tools, then the most used, then by server order and name, cut at the cap
 (built-ins counted). `mode = "search"` advertises the built-ins only. Whenever a profile hides a tool
 an agent may call, `coffer__call_tool` is advertised too, so nothing becomes unreachable.
+
+For a team member (coffer.trust.team) the profile is a wall, not a choice of what to show: `reaches`
+decides every tools/call (direct, `coffer__call_tool`, a script's), `servers_reached` every prompt and
+resource request and `coffer__ask`, `walled` what search ranks; the lists only leave out what those
+would refuse, and a refusal reads as a name not found, so a member learns nothing of what lies outside.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,3 +94,29 @@ def tokens(tools_list: Sequence[Mapping[str, Any]]) -> int:
 
 
 __all__ = ["CALL", "Advertised", "select", "tokens", "tools_result"]
+
+
+def reaches(bound: Profile | None, tool: CatalogueTool) -> bool:
+    """Whether a member bounded by `bound` (None: no bound) may find and call `tool`."""
+    if bound is None:
+        return True
+    return matches(bound, tool) or _matches(tool.name, bound.pinned)
+
+
+def walled(bound: Profile | None, tools: Sequence[CatalogueTool], key: str) -> tuple[list[CatalogueTool], str]:
+    """The tools a bounded member reaches, and the catalogue key a ranker over just them is kept under
+    (it changes with what they are, so an owner's edit of the profile is a new ranker)."""
+    if bound is None:
+        return list(tools), key
+    reached = [t for t in tools if reaches(bound, t)]
+    return reached, f"{key}-{hashlib.sha256(chr(0).join(t.name for t in reached).encode()).hexdigest()[:16]}"
+
+
+def servers_reached(bound: Profile | None, tools: Iterable[CatalogueTool]) -> set[str] | None:
+    """The servers whose prompts, resources and knowledge a bounded member reaches (None: every one):
+    those its profile names, else those of the tools it reaches when it names tools."""
+    if bound is None or not (bound.servers or bound.tools):
+        return None
+    if bound.servers:
+        return set(bound.servers)
+    return {t.server for t in tools if reaches(bound, t)}

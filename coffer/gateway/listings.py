@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 
 from coffer.codemode import policy
-from coffer.gateway import advertise, builtins, members, paging, sessions
+from coffer.gateway import advertise, builtins, paging, sessions
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
@@ -121,7 +121,7 @@ class Listings:
         return self._profiles[name]
 
     def bound(self) -> Profile | None:
-        """The profile that walls in the team member being served (coffer.gateway.members), read from the
+        """The profile that walls in the team member being served (coffer.gateway.advertise), read from the
         vault as it is now (an owner's edit holds at once); None for everyone else."""
         member = speaking_for()
         if member is None or member.profile is None:
@@ -135,11 +135,11 @@ class Listings:
     def reachable(self, tools: list[catalogue.CatalogueTool]) -> list[catalogue.CatalogueTool]:
         """`tools` less what the member being served may not reach."""
         bound = self.bound()
-        return tools if bound is None else [t for t in tools if members.reaches(bound, t)]
+        return tools if bound is None else [t for t in tools if advertise.reaches(bound, t)]
 
     def servers_reached(self) -> set[str] | None:
         """The servers whose prompts, resources and knowledge the request may reach (None: all)."""
-        return members.servers_reached(self.bound(), self.view.merged().visible_tools)
+        return advertise.servers_reached(self.bound(), self.view.merged().visible_tools)
 
     async def list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized

@@ -25,9 +25,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer.codemode import policy
 from coffer.errors import CofferError
-from coffer.gateway import apps, bigresults
+from coffer.gateway import bigresults, merge
+from coffer.gateway.advertise import reaches, walled
 from coffer.gateway.builtins import BUILTIN, SEARCH, CallFailure, HostError, search_tools, text_arg, text_result
-from coffer.gateway.members import reaches, walled
 from coffer.gateway.pool import Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.rounds import Round, Rounds, UnknownRound
@@ -98,7 +98,7 @@ class Router:
         self.tasks = tasks
         self.rounds = Rounds(pool.spawn)  # 2026-07-28 hosts: asks become input_required results
         self._worker: str | None = None  # coffer__run's worker launcher ("": unconfined here)
-        # the profile walling in the team member being served (coffer.gateway.members; the gateway
+        # the profile walling in the team member being served (coffer.gateway.advertise; the gateway
         # sets it to `Listings.bound`), and the servers whose prompts and resources it reaches
         self.bound: Callable[[], Profile | None] = lambda: None
         self.servers_reached: Callable[[], set[str] | None] = lambda: None
@@ -172,7 +172,7 @@ class Router:
                 raise HostError("url_elicitation_required", error) from exc
             raise CallFailure("error", "upstream_error", f"{entry.server}: {exc.message}") from exc
         renamed = view.merged().ui_renamed.get(entry.server)  # its app under the URI hosts were given
-        result = apps.rewrite_meta(result, renamed) if renamed else result
+        result = merge.rewrite_meta(result, renamed) if renamed else result
         if script is not None:
             return result
         cap = bigresults.cap_for(view.registry.settings, up.cfg, params.meta)
@@ -291,7 +291,7 @@ class Router:
         request = types.ReadResourceRequest(
             params=types.ReadResourceRequestParams(uri=own, _meta=passed_meta(params.meta))
         )
-        result = apps.rewrite_contents(await self.forward(ctx, server, request), own, uri)
+        result = merge.rewrite_contents(await self.forward(ctx, server, request), own, uri)
         return for_era(ctx, result, cacheable=True)
 
     async def subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> dict[str, Any]:

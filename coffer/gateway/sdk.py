@@ -111,6 +111,18 @@ def http_speaker(ctx: Any) -> Any:
     return state.get("team_member") if isinstance(state, dict) else None
 
 
+async def member_middleware(ctx: Any, call_next: Any) -> Any:
+    """`Server.middleware`: the request's team member (if any) is current while it is handled, in every
+    task and thread the handler starts (coffer.trust.team.speaking)."""
+    from coffer.trust.team import speaking
+
+    member = http_speaker(ctx)
+    if member is None:
+        return await call_next(ctx)
+    with speaking(member):
+        return await call_next(ctx)
+
+
 def http_member(ctx: Any) -> str | None:
     """The team member an HTTP request came from: what the team guard (coffer.gateway.http) put in the
     request's ASGI scope, reached through the SDK's per-request context; None on stdio and for one user."""

@@ -30,15 +30,15 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from coffer import __version__
 from coffer.errors import CofferError
-from coffer.gateway import bigresults, builtins, members, paging, rounds, sessions
+from coffer.gateway import bigresults, builtins, paging, rounds, sessions
+from coffer.gateway.advertise import walled
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, RUN, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.listings import DISCOVERY_BUDGET_S, Listings
-from coffer.gateway.members import walled
 from coffer.gateway.merge import Merged
 from coffer.gateway.pool import START_SLOTS, Pool
 from coffer.gateway.relay import Relay
 from coffer.gateway.routes import Call, Router, for_era
-from coffer.gateway.sdk import GatewayServer, host_client, host_connection, http_member
+from coffer.gateway.sdk import GatewayServer, host_client, host_connection, http_member, member_middleware
 from coffer.gateway.sessions import Share
 from coffer.gateway.tasks import TaskEntry, TaskRelay, is_task_call, merged_capability
 from coffer.gateway.view import SnapshotWriter, View
@@ -266,7 +266,7 @@ class Gateway:
                 on_subscriptions_listen=ListenHandler(self.bus),
                 adjust=self._capabilities,
             )
-        server.middleware.insert(0, members.speaking)  # a team member is current in all that follows
+        server.middleware.insert(0, member_middleware)  # a team member is current in all that follows
         server.middleware.append(self._task_calls)
         server.add_request_handler("tasks/get", types.GetTaskRequestParams, self.tasks.get_task)
         server.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, self._task_result)

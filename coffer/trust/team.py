@@ -25,7 +25,7 @@ entry a token matches in the order written (a firewall's rule, not a union):
     "group:eng" = "dev"
     "email:owner@example.com" = "*"  # the whole vault
 
-A profile alone only chooses what a client is shown; for a member it is a wall (coffer.gateway.members):
+A profile alone only chooses what a client is shown; for a member it is a wall (coffer.gateway.advertise):
 what lies outside it is not listed, not found by search, not callable by name, through
 `coffer__call_tool` or from a script, and its prompts and resources are not served. Each request runs
 with its member current (`speaking`): results it keeps are the member's, and other members' are not

@@ -1,4 +1,4 @@
-"""A team member's profile is a wall (coffer.gateway.members): through the real OpenID provider and the
+"""A team member's profile is a wall (coffer.gateway.advertise): through the real OpenID provider and the
 MCP SDK's OAuth client, `agent-bob` (bounded by the profile `ops`: the server beta) tries every way to
 reach alpha, whose tools, prompts and resources `agent-alice` (the whole vault) reaches; neither reads
 the other's kept results or speaks in the other's session; an owner's edit of the profile holds at once."""
