@@ -212,7 +212,7 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verif
     if team is not None:
         from coffer.gateway.memberconsole import MemberConsole
 
-        console = MemberConsole(team, gateway.reach_of, gateway.pool.forget_member)
+        console = MemberConsole(team, gateway.listings.reach_of, gateway.pool.forget_member)
         app = _team_guarded(app, team, gateway.pool.forget_member, console)
     elif token is not None:
         app = _guarded(app, token)

@@ -22,7 +22,7 @@ from coffer.gateway.view import View
 from coffer.trust.team import speaking_for
 from coffer.upstreams.upstream import State
 from coffer.vault import catalogue
-from coffer.vault.registry import Profile
+from coffer.vault.registry import Profile, ServerConfig
 
 # How long a first tools/list may wait for servers the snapshot has never seen, from the gateway's start:
 # Codex gives a server 10 s from spawn, and process start and imports take about 1-1.5 s of that.
@@ -64,6 +64,13 @@ class Listings:
         bounded chance to list. Those that failed, or are still starting when the budget is spent, are
         remembered in the snapshot, so the next start does not wait for them again."""
         deadline = self.started_at + self.discovery_budget
+        if speaking_for() is not None:  # a member's own process of a server never listed: this is its first
+            # need, and it gets the same bounded chance to list, counted from now (members come and go)
+            mine = [self.pool.get(c.name) for c in self.view.registry.enabled_servers() if self._first_of_member(c)]
+            with anyio.move_on_after(self.discovery_budget):
+                for up in mine:
+                    if up is not None:
+                        await up.wait_settled(self.discovery_budget)
         for up in self.pool.running():  # a session's own server waits for its first need: this is one
             if up.state is State.IDLE and self._undiscovered(up.name, unfit):
                 up.start()
@@ -82,6 +89,10 @@ class Listings:
             error = reason or f"did not list within {self.discovery_budget:g}s of `coffer serve` starting"
             self.view.missing(name, error)
             self.pool.spawn(anyio.to_thread.run_sync, lambda n=name, e=error: catalogue.save_failure(n, e))
+
+    def _first_of_member(self, cfg: ServerConfig) -> bool:
+        """A per-member server no process has listed yet (the owner's may lack the member's secrets)."""
+        return cfg.share == "member" and cfg.name not in self.view.lists
 
     def _undiscovered(self, name: str, unfit: Collection[str]) -> bool:
         """Whether the snapshot cannot answer for `name` (never listed, or listed for other host caps)."""
@@ -136,6 +147,13 @@ class Listings:
         """`tools` less what the member being served may not reach."""
         bound = self.bound()
         return tools if bound is None else [t for t in tools if advertise.reaches(bound, t)]
+
+    async def reach_of(self, member: Any) -> Any:
+        """What the members' console shows `member` (current: coffer.trust.team.speaking) of what it reaches."""
+        from coffer.gateway.memberconsole import Reach
+
+        tools = self.reachable((await self.settled()).visible_tools)
+        return Reach(member.profile, sorted(t.name for t in tools))
 
     def servers_reached(self) -> set[str] | None:
         """The servers whose prompts, resources and knowledge the request may reach (None: all)."""

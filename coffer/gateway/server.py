@@ -425,13 +425,6 @@ class Gateway:
                     session = format(id(host_connection(ctx.session)), "x")
                     self.telemetry.record(call.server, call.tool, outcome, ms, client[0], session, member)
 
-    async def reach_of(self, member: Any) -> Any:
-        """What the members' console shows `member` (current: coffer.trust.team.speaking) of what it reaches."""
-        from coffer.gateway.memberconsole import Reach
-
-        tools = self.listings.reachable((await self.listings.settled()).visible_tools)
-        return Reach(member.profile, sorted(t.name for t in tools))
-
     def _unreachable(self) -> dict[str, str]:
         """Servers a call cannot reach now (down, or failed for good), with why: search marks their tools."""
         out: dict[str, str] = {}

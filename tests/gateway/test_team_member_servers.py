@@ -48,6 +48,8 @@ async def test_each_member_runs_its_own_process_with_its_own_secrets(team: Gatew
     alice, bob = g.idp.token("agent-alice", g.url), g.idp.token("agent-bob", g.url)
     assert httpx2.put(secrets_url(g, "TOKEN"), content="x", timeout=10).status_code == 401  # no token, no door
     assert put(g, alice, "TOKEN", "alice-gh-7f3a").status_code == 204
+    async with member(g, "agent-alice") as alice_session:  # her first list starts her own process, which lists
+        assert "gh__env" in [t.name for t in (await alice_session.list_tools()).tools]
 
     async with member(g, "agent-bob") as bob_session:  # bob has set nothing: his process cannot start
         unset = await bob_session.call_tool("gh__env", {"name": "TOKEN"})
