@@ -142,6 +142,7 @@ async def _member_secrets(scope: Any, receive: Any, send: Any, sub: str, changed
     import anyio
 
     from coffer.errors import CofferError
+    from coffer.gateway.memberconsole import read_body
     from coffer.trust import member_secrets
 
     name = scope["path"].removeprefix(member_secrets.ROUTE).strip("/")
@@ -152,12 +153,7 @@ async def _member_secrets(scope: Any, receive: Any, send: Any, sub: str, changed
             await _answer(send, 200, json.dumps({"names": names}).encode())
             return
         if name and method == "PUT":
-            body = b""
-            while len(body) <= member_secrets.MAX_VALUE:
-                message = await receive()
-                body += message.get("body", b"")
-                if not message.get("more_body"):
-                    break
+            body = await read_body(receive, member_secrets.MAX_VALUE + 1024)
             value = body.decode("utf-8", errors="strict").strip()
             await anyio.to_thread.run_sync(member_secrets.put, sub, name, value)
         elif name and method == "DELETE":
@@ -168,7 +164,7 @@ async def _member_secrets(scope: Any, receive: Any, send: Any, sub: str, changed
             said = f"{method} {member_secrets.ROUTE}{'/NAME' if name else ''} is not served"
             await _answer(send, 405, json.dumps({"error": said}).encode())
             return
-    except (CofferError, UnicodeDecodeError) as exc:
+    except (CofferError, ValueError) as exc:  # ValueError: too large, or not UTF-8
         await _answer(send, 400, json.dumps({"error": str(exc)}).encode())
         return
     changed(sub)

@@ -213,7 +213,7 @@ class MemberConsole:
         name = path.removeprefix("/secrets/") if path.startswith("/secrets/") else ""
         try:
             if name and method == "PUT":
-                raw = await _body(receive, member_secrets.MAX_VALUE + 1024)
+                raw = await read_body(receive, member_secrets.MAX_VALUE + 1024)
                 value = json.loads(raw or b"{}").get("value")
                 if not isinstance(value, str):
                     raise ValueError('send {"value": "..."}')
@@ -238,7 +238,8 @@ async def _provider(verifier: Verifier) -> dict[str, Any]:
     return await anyio.to_thread.run_sync(verifier.provider_metadata)
 
 
-async def _body(receive: Any, limit: int) -> bytes:
+async def read_body(receive: Any, limit: int) -> bytes:
+    """An ASGI request's whole body; ValueError once it passes `limit` bytes (the rest is not read)."""
     body = b""
     while len(body) <= limit:
         message = await receive()
