@@ -89,6 +89,14 @@ def add(
             help="auto, shared (one process), session (one per engine session) or member (one per team member).",
         ),
     ] = "auto",
+    exchange: Annotated[
+        bool,
+        typer.Option(
+            "--exchange",
+            help="With --url and --share member: a team member reaches it with a token the team's provider "
+            "issues for it in exchange for the member's own (RFC 8693).",
+        ),
+    ] = False,
     sandbox: SandboxOpt = None,
     allow_read: AllowReadOpt = None,
     allow_write: AllowWriteOpt = None,
@@ -127,6 +135,8 @@ def add(
         raise UsageError("--timeout must be a positive number of seconds")
     if share not in registry.SHARE_MODES:
         raise UsageError(f"invalid --share '{share}': expected one of {', '.join(registry.SHARE_MODES)}")
+    if exchange and (not url or share != "member" or oauth_client_id):
+        raise UsageError("--exchange needs --url and --share member (and no --oauth-client-id)")
     confined = registry.sandbox_option(sandbox, allow_read, allow_write, allow_host)
     for warning in servers.grant_warnings(allow_read, allow_write):
         render.warn(warning)
@@ -146,10 +156,12 @@ def add(
         oauth=bool(oauth_client_id),
         share=share,
         sandbox=confined,
+        exchange={} if exchange else None,
     )
     client = (oauth_client_id, oauth_client_secret) if oauth_client_id else None
     told = None if as_json else lambda c: render.say(f"added '{c.name}': {c.launch_line()}")
-    render_added(servers.add(cfg, probe=not no_probe, oauth_client=client, on_registered=told), as_json)
+    probe = not no_probe and not exchange  # only a member's token opens it: it is listed at a member's first need
+    render_added(servers.add(cfg, probe=probe, oauth_client=client, on_registered=told), as_json)
 
 
 def _add_from_registry(

@@ -207,7 +207,9 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verif
     app = _versioned(streamable_http_app(gateway.server, public=team.team.host if team is not None else None))
     if team is not None:
         from coffer.gateway.memberconsole import MemberConsole
+        from coffer.trust.exchange import Exchanger
 
+        gateway.pool.exchanger = Exchanger(team)  # `exchange` servers: members' tokens traded (RFC 8693)
         console = MemberConsole(team, gateway.listings.reach_of, gateway.pool.forget_member)
         app = _team_guarded(app, team, gateway.pool.forget_member, console)
     elif token is not None:

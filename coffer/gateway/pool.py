@@ -31,6 +31,7 @@ from coffer.errors import UpstreamError
 from coffer.gateway import sessions
 from coffer.gateway.relay import Relay
 from coffer.gateway.sessions import Share
+from coffer.trust.exchange import Exchanger
 from coffer.trust.team import speaking_for
 from coffer.upstreams.gate import StartGate
 from coffer.upstreams.upstream import State, Upstream
@@ -89,6 +90,7 @@ class Pool:
         self.member: str | None = None  # a member's pool: the team member (`sub`) its servers run for
         self.members: dict[str, Pool] = {}  # each member's pool, for the `share = "member"` servers
         self.used = 0.0  # a member's pool: when its member last needed it (anyio clock)
+        self.exchanger: Exchanger | None = None  # a team gateway's: members' tokens for `exchange` servers
         self._tg: anyio.abc.TaskGroup | None = None
 
     async def __aenter__(self) -> Pool:
@@ -170,6 +172,7 @@ class Pool:
             )
             pool.gate, pool.pids, pool._parent, pool._tg = self.gate, self.pids, self, self._tg
             pool.spill_results, pool._one_host, pool.member = self.spill_results, False, sub
+            pool.exchanger = self.exchanger
             if not self.members:
                 self.spawn(self._reap_members)
             self.members[sub] = pool

@@ -13,6 +13,7 @@ Modules:
     team        `serve --http --team`: access tokens from the team's identity provider, who is a member
                 and bounded by which profile; the member a request speaks for
     member_secrets  a team member's own secrets, for `${member:NAME}` in its per-member servers
+    exchange    token exchange (RFC 8693): a member's token traded at the provider for an upstream's
     expand      `${VAR}`, `${secret:NAME}` and `${member:NAME}` at launch
     redact      resolved values masked everywhere text is written
 

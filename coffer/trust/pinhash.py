@@ -103,6 +103,8 @@ def config_definition(cfg: ServerConfig) -> dict[str, Any]:
     }
     if cfg.sandbox != "auto":
         out["sandbox"] = cfg.sandbox
+    if cfg.exchange is not None:  # the member's identity goes to this server: as much a grant as a header
+        out["exchange"] = cfg.exchange
     return out
 
 

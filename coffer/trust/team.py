@@ -68,6 +68,7 @@ class Team:
     introspection_client: tuple[str, str] | None = None  # (client id, secret), for opaque tokens
     console_client: tuple[str, str | None] | None = None  # (client id, secret or None: public), the members' console
     listen: str = "127.0.0.1"  # the address to bind: "0.0.0.0" in a container, behind the Service
+    exchange_client: tuple[str, str] | None = None  # (client id, secret): token exchange (coffer.trust.exchange)
 
     @property
     def host(self) -> str:
@@ -136,16 +137,8 @@ def team_from(raw: dict[str, Any], profiles: Collection[str] = ()) -> Team:
         bounds.append(None if profile == WHOLE else str(profile))
     if not members:
         raise UsageError('[team] members is empty: no one could use the gateway (`members = ["group:eng"]`)')
-    client = raw.get("introspection_client")
-    pair: tuple[str, str] | None = None
-    if client is not None:
-        if (
-            not isinstance(client, dict)
-            or not isinstance(client.get("id"), str)
-            or not isinstance(client.get("secret"), str)
-        ):
-            raise UsageError('[team] introspection_client must be { id = "...", secret = "${secret:NAME}" }')
-        pair = (client["id"], expand(client["secret"], what="[team] introspection_client secret"))
+    pair = _confidential(raw, "introspection_client")
+    exchanger = _confidential(raw, "exchange_client")
     console = raw.get("console_client")
     console_pair: tuple[str, str | None] | None = None
     if isinstance(console, str) and console:
@@ -166,7 +159,20 @@ def team_from(raw: dict[str, Any], profiles: Collection[str] = ()) -> Team:
         pair,
         console_pair,
         str(listen),
+        exchanger,
     )
+
+
+def _confidential(raw: dict[str, Any], key: str) -> tuple[str, str] | None:
+    """A confidential client of the provider's that the gateway is (introspection, token exchange)."""
+    from coffer.trust.expand import expand
+
+    client = raw.get(key)
+    if client is None:
+        return None
+    if not isinstance(client, dict) or not all(isinstance(client.get(k), str) for k in ("id", "secret")):
+        raise UsageError(f'[team] {key} must be {{ id = "...", secret = "${{secret:NAME}}" }}')
+    return client["id"], expand(client["secret"], what=f"[team] {key} secret")
 
 
 @dataclass(frozen=True)
@@ -198,13 +204,18 @@ class Verifier:
     _introspection: str | None = None
     _metadata: dict[str, Any] | None = None
     _seen: dict[str, tuple[float, Member | Refused]] = field(default_factory=dict)
+    # each member's latest valid token, in memory only: what token exchange trades (coffer.trust.exchange)
+    _latest: dict[str, tuple[float, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def peek(self, token: str) -> Member | None:
         """The member a token already checked speaks for, without blocking (the per-request fast path);
         None when it must be checked (`check`, in a thread: it may fetch the provider's keys)."""
         kept = self._kept(_digest(token))
-        return kept if isinstance(kept, Member) else None
+        if not isinstance(kept, Member):
+            return None
+        self._hold(kept, token)
+        return kept
 
     def check(self, token: str) -> Member:
         """The member `token` speaks for; raises Refused."""
@@ -225,7 +236,20 @@ class Verifier:
             if len(self._seen) > 10_000:
                 self._seen = {k: v for k, v in self._seen.items() if v[0] > now}
             self._seen[key] = (min(now + CACHE_S, member.expires), member)
+        self._hold(member, token)
         return member
+
+    def _hold(self, member: Member, token: str) -> None:
+        held = self._latest.get(member.sub)
+        if held is None or (held[1] != token and held[0] <= member.expires):
+            self._latest[member.sub] = (member.expires, token)
+
+    def latest(self, sub: str) -> str | None:
+        """The member's latest token that has not expired (None: it has not called since it did)."""
+        held = self._latest.get(sub)
+        if held is None or 0 < held[0] <= time.time() + LEEWAY_S:  # 0: the provider gave no expiry
+            return None
+        return held[1]
 
     def _kept(self, key: str) -> Member | Refused | None:
         """What a check of this token decided, while it holds."""

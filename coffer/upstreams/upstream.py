@@ -30,6 +30,8 @@ from pydantic import TypeAdapter
 from coffer import __version__
 from coffer.errors import UpstreamError
 from coffer.telemetry import otlp
+from coffer.trust import exchange
+from coffer.trust.exchange import Exchanger
 from coffer.trust.expand import resolved_env, resolved_headers
 from coffer.upstreams import denials, egress, oauth, outbound, sandbox
 from coffer.upstreams.direct import Lane
@@ -51,6 +53,7 @@ class Supervisor(Protocol):
     pids: set[int]
     spill_results: bool  # long tools/call result strings go to files (its owner claims them: bigresults)
     member: str | None  # the team member it runs for (its secrets and home: coffer.trust.member_secrets)
+    exchanger: Exchanger | None  # a team gateway's: members' tokens traded for `exchange` servers' (RFC 8693)
 
     def spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None: ...
 
@@ -312,6 +315,11 @@ class Upstream:
         if cfg.url:
             headers = resolved_headers(cfg, member=self.pool.member)
             self.stats.secrets = tuple(headers.values())
+            if cfg.exchange is not None:  # a member's token, exchanged at the team's provider for this server's
+                trade = exchange.auth_for(self.pool.exchanger, cfg.name, self.pool.member, cfg.url, cfg.exchange)
+                async with http_pipe(cfg.url, headers, self.stats, trade) as streams:
+                    yield streams
+                return
             async with (
                 oauth.provider_for(cfg.name, cfg.url, cfg.oauth) as auth,
                 http_pipe(cfg.url, headers, self.stats, auth) as streams,

@@ -27,10 +27,12 @@ SERVER_KEYS = {
     "max_result_tokens",
     "source",
     "code_mode",
+    "exchange",
 }
 CODE_MODES = ("read", "all")  # or a list of tool names: coffer.codemode.policy
 SOURCE_KEYS = ("registry", "name", "version")  # where a server installed by `coffer add NAME` came from
 SOURCE_OPTIONAL = ("mended",)  # what Coffer changed in the registry's launch line so that it runs
+EXCHANGE_KEYS = ("scope", "audience")  # token exchange (RFC 8693) options: coffer.trust.exchange
 
 
 @dataclass
@@ -59,6 +61,9 @@ class ServerConfig:
     # which of its tools a coffer__run script may call: "read" (readOnlyHint tools), "all", or the
     # read-only ones plus these tools (coffer.codemode.policy)
     code_mode: str | list[str] = "read"
+    # a team gateway's per-member HTTP server reached with a token the team's provider issues for it in
+    # exchange for the member's own (RFC 8693, coffer.trust.exchange): None off; else {scope, audience}
+    exchange: dict[str, str] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -90,6 +95,8 @@ class ServerConfig:
             out["prefix"] = self.prefix
         if self.oauth:
             out["oauth"] = True
+        if self.exchange is not None:
+            out["exchange"] = dict(self.exchange)
         if self.share != "auto":
             out["share"] = self.share
         if self.max_result_tokens is not None:
@@ -142,12 +149,17 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
     oauth = want("oauth", bool, False)
     if oauth and not url:
         raise RegistryError(f"{where}: servers.{name}.oauth applies only to a 'url' server")
+    exchange = exchange_from(raw.get("exchange", False), url, f"{where}: servers.{name}.exchange")
     cap = want("max_result_tokens", int, None)
     if cap is not None and (isinstance(cap, bool) or cap < 1):
         raise RegistryError(f"{where}: servers.{name}.max_result_tokens must be a positive number of tokens")
     share = want("share", str, "auto")
     if share not in SHARE_MODES:
         raise RegistryError(f"{where}: servers.{name}.share must be one of {', '.join(SHARE_MODES)}, not '{share}'")
+    if exchange is not None and (share != "member" or oauth):
+        raise RegistryError(
+            f'{where}: servers.{name}.exchange needs share = "member" (a token is a member\'s) and no oauth'
+        )
     sandbox = sandbox_from(raw.get("sandbox", "auto"), f"{where}: servers.{name}.sandbox")
     source = want("source", dict, None)
     if source is not None and (
@@ -178,6 +190,7 @@ def server_from(name: str, raw: dict[str, Any], where: str) -> ServerConfig:
         sandbox=sandbox,
         source=None if source is None else {k: source[k] for k in (*SOURCE_KEYS, *SOURCE_OPTIONAL) if k in source},
         code_mode=code_mode if isinstance(code_mode, str) else list(code_mode),
+        exchange=exchange,
         extra={k: v for k, v in raw.items() if k not in SERVER_KEYS},
     )
 
@@ -206,6 +219,8 @@ def server_table(cfg: ServerConfig) -> Any:
         table.add("prefix", cfg.prefix)
     if cfg.oauth:
         table.add("oauth", True)
+    if cfg.exchange is not None:
+        table.add("exchange", inline(cfg.exchange) if cfg.exchange else True)
     if cfg.share != "auto":
         table.add("share", cfg.share)
     if cfg.max_result_tokens is not None:
@@ -221,6 +236,20 @@ def server_table(cfg: ServerConfig) -> Any:
     if cfg.code_mode != "read":
         table.add("code_mode", cfg.code_mode)
     return table
+
+
+def exchange_from(value: Any, url: str | None, where: str) -> dict[str, str] | None:
+    """`exchange = true`, or a table of `scope` (what the exchanged token asks for) and `audience` (the
+    upstream's name at the provider, when it is not its URL)."""
+    if value is False:
+        return None
+    if value is not True and not (
+        isinstance(value, dict) and set(value) <= set(EXCHANGE_KEYS) and all(isinstance(v, str) for v in value.values())
+    ):
+        raise RegistryError(f"{where} must be true or a table of {', '.join(EXCHANGE_KEYS)} (strings)")
+    if not url:
+        raise RegistryError(f"{where} applies only to a 'url' server")
+    return {} if value is True else dict(value)
 
 
 def sandbox_option(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -56,13 +57,21 @@ class Idp:
         return str(answer.json()["access_token"])
 
 
-def start_idp(port: int, resource: str, kid: str, ttl: int = 300, fmt: str = "jwt", console: str = "") -> Idp:
+def start_idp(
+    port: int, resource: str, kid: str, ttl: int = 300, fmt: str = "jwt", console: str = "", exchange_to: str = ""
+) -> Idp:
     argv = ["node", str(IDP), "--port", str(port), "--resource", resource, "--kid", kid, "--ttl", str(ttl)]
     argv += ["--format", fmt] + (["--console-redirect", console] if console else [])
+    argv += ["--exchange-to", exchange_to] if exchange_to else []
     proc = subprocess.Popen(
         [*argv, "--modules", str(MODULES)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
     )
-    assert proc.stdout is not None and proc.stdout.readline().startswith("ready"), "the OpenID provider did not start"
+    deadline = time.monotonic() + 30  # bounded: a provider that hangs before it listens fails, not the run
+    while not listening(port) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if proc.poll() is not None or not listening(port):
+        proc.kill()
+        raise AssertionError("the OpenID provider did not start")
     return Idp(f"http://127.0.0.1:{port}", port, proc)
 
 
@@ -85,15 +94,22 @@ def served(
     members: str = MEMBERS,
     setup: Callable[[Path], None] | None = None,
     console: bool = False,
+    exchange_to: str = "",
 ) -> Iterator[Gateway]:
     """An OpenID provider and `coffer serve --http PORT --team` behind it, with the fixture upstream
     `alpha`; the gateway's resource URL names `host` (its public name), `extra` joins [team], and
     `members` follows it (a `[team.members]` table, and any tables after it); `setup(home)` edits the
-    vault before the gateway starts; `console`: the members' console, signing in at the provider."""
+    vault before the gateway starts; `console`: the members' console, signing in at the provider;
+    `exchange_to`: the upstream URL the provider exchanges members' tokens for (RFC 8693)."""
     port, idp_port = free_port(), free_port()
     resource = f"http://{host}:{port}/mcp"
     idp = start_idp(
-        idp_port, resource, "k1", fmt=fmt, console=f"http://{host}:{port}/console/callback" if console else ""
+        idp_port,
+        resource,
+        "k1",
+        fmt=fmt,
+        console=f"http://{host}:{port}/console/callback" if console else "",
+        exchange_to=exchange_to,
     )
     extra += '\nconsole_client = "coffer-console"' if console else ""
     add_fixture(home, "alpha", "relay,big")
