@@ -25,7 +25,7 @@ RANKERS = ("bm25", "semantic", "hybrid")  # the default path (CI): BM25 and the 
 OPTIONAL_RANKERS = ("semantic-minilm", "hybrid-minilm")
 BASELINE = Path(__file__).parent / "baseline.json"
 K = 10
-CURVE = (0.3, 0.4, 0.5, 0.6, 0.74, 0.8, 1.0)
+CURVE = tuple(sorted({0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, THRESHOLD}))
 
 
 def make_ranker(
@@ -202,7 +202,7 @@ def _render_curve(curve: list[dict[str, Any]]) -> None:
         ["threshold", "wrong abst. (worst set)", "abstain (least set)", *(f"{n}: wrong / abst." for n in sets)],
         [
             [
-                f"{row['threshold']:.2f}" + (" (shipped)" if row["threshold"] == THRESHOLD else ""),
+                f"{row['threshold']:.3g}" + (" (shipped)" if row["threshold"] == THRESHOLD else ""),
                 f"{max(row['wrong_abstain'].values()):.1f}",
                 f"{min(row['abstain'].values()):.1f}",
                 *(f"{row['wrong_abstain'][n]:.1f} / {row['abstain'][n]:.1f}" for n in sets),

@@ -97,6 +97,15 @@ def index(registries: list[str]) -> Ranker | None:
     return Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True)
 
 
+def derive(registries: list[str]) -> None:
+    """Everything built from the cache, built at a read so that no later call waits on it: the ranker's
+    index (`find`) and the registry's words (`coffer__search_tools`' abstention, coffer.discovery.world)."""
+    from coffer.discovery import world
+
+    index(registries)
+    world.words(registries)
+
+
 def index_key(registries: list[str]) -> str:
     """What the saved index of these registries' cache is keyed by: it changes when any entry does."""
     return f"registries-rowid-{cache.generation(registries)}"  # the docs in row id order

@@ -44,9 +44,9 @@ async def keep_fresh(current: Callable[[], Registry], scope: anyio.CancelScope) 
 
 
 async def _index(urls: list[str]) -> None:
-    from coffer.discovery.rank import index
+    from coffer.discovery.rank import derive
 
     try:
-        await anyio.to_thread.run_sync(index, urls)
+        await anyio.to_thread.run_sync(derive, urls)
     except Exception as exc:  # derived data: the next `find` builds it
         log.info("registry index not built: %s", exc)

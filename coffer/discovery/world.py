@@ -6,9 +6,13 @@ name is written in the code.
 A word's evidence is how much of its use in the registry is as a server's name: the servers whose name
 holds it, over the entries whose words hold it at all (plus `SMOOTH`, so a word met once weighs little),
 doubled where the query spells it as a name is spelled (a capital inside the sentence: "on Slack",
-"HubSpot"). Past `THRESHOLD`, `coffer__search_tools` answers no tools and names the registry's servers
-for it. Measured over every eval set (evals/README.md): the curve, and why the ranker's own evidence
-(what the best tool holds of the rest of the query) is not in it.
+"HubSpot"). To it adds what the registry says those servers do: the share of the rest of the query
+that their descriptions hold (`about`: "refund" and "invoices" for the servers named Stripe), at
+`CONTEXT_WEIGHT`. "list this month's Stripe invoices" asks for what Stripe's servers do; "the stock
+price of Apple" asks nothing of what Apple's servers do (notes, music), so Apple is an argument there.
+Past `THRESHOLD`, `coffer__search_tools` answers no tools and names the registry's servers for it.
+Measured over every eval set (evals/README.md): the curve, and why the ranker's own evidence (what the
+best tool holds of the rest of the query) is not in it.
 
 The counts are built once per cache generation and kept beside the cache (a few hundred KB), so the call
 path reads a file, never the registry and never 30,000 rows.
@@ -20,7 +24,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from coffer.ranking.docs import ToolLike
@@ -28,17 +32,26 @@ from coffer.ranking.tokenize import STOPWORDS
 
 SMOOTH = 3.0
 SPELLED_AS_NAME = 2.0
-THRESHOLD = 0.74  # the highest abstention with at most 2% wrong on every in-vault eval set
+CONTEXT_WEIGHT = 1.5  # the share of the rest of the query that the word's servers' descriptions hold
+ABOUT_SHARE = 0.1  # a stem says what a word's servers do when this share of them holds it (one at least)
+THRESHOLD = 0.875  # the highest abstention with at most 2% wrong on every in-vault eval set (1% here)
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _SENTENCE_END = re.compile(r"[.!?:]\s*$")
 
 
 @dataclass(frozen=True)
 class Words:
-    """How many cached servers' names hold each word, and how many entries hold it anywhere."""
+    """How many cached servers' names hold each word, how many entries hold it anywhere, and the stems
+    the descriptions of the servers it names hold (what those servers do)."""
 
     named: dict[str, int]
     used: dict[str, int]
+    about: dict[str, str] = field(default_factory=dict)  # word -> its servers' stems, space-separated
+
+    def context(self, word: str, rest: list[str]) -> float:
+        """The share of `rest` (the query's other stems) that the servers `word` names are about."""
+        held = set(self.about.get(word, "").split())  # split per asked word: loading 30,000 servers' stays 0.1 s
+        return sum(t in held for t in rest) / len(rest) if held and rest else 0.0
 
     def evidence(self, word: str, as_name: bool) -> float:
         """How strongly `word` names a service rather than being an everyday word or an argument."""
@@ -52,13 +65,23 @@ def count(entries: Iterable[tuple[str, str, str, str]]) -> Words:
     """Words from (registry name, short name, title, text) rows: a name's words are its short name's,
     its server part's and its title's (not its publisher's: adding them lowered abstention at 2%
     wrong from 45 to 39 on the eval sets)."""
+    from coffer.ranking.tokenize import tokenize
+
     named: Counter[str] = Counter()
     used: Counter[str] = Counter()
+    stems: dict[str, Counter[str]] = {}
     for name, short, title, text in entries:
         words = set(_lower_words(f"{short} {name.rsplit('/', 1)[-1]} {title}"))
         named.update(words)
         used.update(words | set(_lower_words(text)))
-    return Words(dict(named), dict(used))
+        said = set(tokenize(text))
+        for word in words:
+            stems.setdefault(word, Counter()).update(said)
+    about = {
+        word: " ".join(sorted(t for t, n in held.items() if n >= max(1.0, ABOUT_SHARE * named[word])))
+        for word, held in stems.items()
+    }
+    return Words(dict(named), dict(used), about)
 
 
 def words(registries: list[str]) -> Words | None:
@@ -80,7 +103,7 @@ def _load(registries: tuple[str, ...], generation: str) -> Words | None:
     where = paths.cache_dir() / f"registry-words-{generation}.json"
     try:
         saved = json.loads(where.read_text(encoding="utf-8"))
-        return Words(saved["named"], saved["used"])
+        return Words(saved["named"], saved["used"], saved["about"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     rows = cache.name_rows(list(registries))
@@ -89,14 +112,19 @@ def _load(registries: tuple[str, ...], generation: str) -> Words | None:
     built = count(rows)
     for old in paths.cache_dir().glob("registry-words-*.json"):
         old.unlink(missing_ok=True)
-    atomic_write(where, json.dumps({"named": built.named, "used": built.used}), mode=0o644)
+    saved = {"named": built.named, "used": built.used, "about": built.about}
+    atomic_write(where, json.dumps(saved), mode=0o644)
     return built
 
 
 def services(query: str, vault_knows: Callable[[str], bool], known: Words) -> list[tuple[str, float]]:
     """The query's words that no tool in the vault knows and that name servers in the registry, with
-    their evidence, strongest first."""
+    their evidence (the registry's names, and what the rest of the query asks of those servers),
+    strongest first."""
+    from coffer.ranking.tokenize import tokenize
+
     out: dict[str, float] = {}
+    stems = list(dict.fromkeys(tokenize(query)))
     for match in _WORD.finditer(query):
         raw = match.group()
         word = raw.lower()
@@ -105,6 +133,9 @@ def services(query: str, vault_knows: Callable[[str], bool], known: Words) -> li
         inside = match.start() > 0 and not _SENTENCE_END.search(query[: match.start()])
         as_name = inside and any(c.isupper() for c in raw)  # "on Slack", "HubSpot": spelled as a name
         strength = known.evidence(word, as_name)
+        if strength:
+            own = set(tokenize(word))
+            strength += CONTEXT_WEIGHT * known.context(word, [t for t in stems if t not in own])
         if strength > out.get(word, 0.0):
             out[word] = strength
     return sorted(out.items(), key=lambda kv: -kv[1])

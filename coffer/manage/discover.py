@@ -65,9 +65,9 @@ def refresh(urls: list[str], only_stale: bool = False, on_page: Callable[[int], 
     if failed and failed == len(urls) and all(s.synced_at is None for s in cache.states(urls)):
         raise DiscoveryError(notes[0])
     if failed < len(due):
-        from coffer.discovery.rank import index
+        from coffer.discovery.rank import derive
 
-        index(urls)  # built now, with the read, so that no later `find` waits on it (saved: read back after)
+        derive(urls)  # built now, with the read, so that no later `find` waits on it (saved: read back after)
     return notes
 
 
