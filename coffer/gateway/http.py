@@ -210,7 +210,7 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verif
         from coffer.trust.exchange import Exchanger
 
         gateway.pool.exchanger = Exchanger(team)  # `exchange` servers: members' tokens traded (RFC 8693)
-        console = MemberConsole(team, gateway.listings.reach_of, gateway.pool.forget_member)
+        console = MemberConsole(team, gateway.listings.reach_of, gateway.pool.forget_member, gateway.pool.spawn)
         app = _team_guarded(app, team, gateway.pool.forget_member, console)
     elif token is not None:
         app = _guarded(app, token)

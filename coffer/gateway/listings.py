@@ -91,8 +91,9 @@ class Listings:
             self.pool.spawn(anyio.to_thread.run_sync, lambda n=name, e=error: catalogue.save_failure(n, e))
 
     def _first_of_member(self, cfg: ServerConfig) -> bool:
-        """A per-member server no process has listed yet (the owner's may lack the member's secrets)."""
-        return cfg.share == "member" and cfg.name not in self.view.lists
+        """A per-member server no process has listed yet (the owner's may lack the member's secrets or
+        grant; an earlier member may have lacked its own): each member's list gives its process a chance."""
+        return cfg.share == "member" and (cfg.name not in self.view.lists or cfg.name in self.view.errors)
 
     def _undiscovered(self, name: str, unfit: Collection[str]) -> bool:
         """Whether the snapshot cannot answer for `name` (never listed, or listed for other host caps)."""
@@ -153,7 +154,13 @@ class Listings:
         from coffer.gateway.memberconsole import Reach
 
         tools = self.reachable((await self.settled()).visible_tools)
-        return Reach(member.profile, sorted(t.name for t in tools))
+        reached = self.servers_reached()
+        grantable = {
+            name: cfg.url
+            for name, cfg in self.view.current_registry().servers.items()
+            if cfg.url and cfg.oauth and cfg.share == "member" and cfg.enabled and (reached is None or name in reached)
+        }
+        return Reach(member.profile, sorted(t.name for t in tools), grantable)
 
     def servers_reached(self) -> set[str] | None:
         """The servers whose prompts, resources and knowledge the request may reach (None: all)."""

@@ -14,6 +14,13 @@ team `Verifier` checks as it checks every agent's (issuer, audience, scopes, mem
 holds only a random session id (an HttpOnly, SameSite=Lax cookie, Secure over https) that expires with
 the token; the token itself is dropped. A write must be JSON from this origin (a form or another site
 cannot send it). authlib makes the PKCE verifier and challenge.
+
+A member also grants its own access to the per-member servers that authorise with OAuth (`share =
+"member"`, `oauth = true`): "Connect" runs the MCP authorization flow with the gateway as the OAuth
+client (coffer.upstreams.oauth.Grant, the SDK's provider: discovery, registration, PKCE), the browser
+sent to the server's authorization server and back to `/console/oauth/callback`, which only the same
+member's session may complete. The tokens go to that member's own file, and the member's process of
+the server starts again with them.
 """
 
 from __future__ import annotations
@@ -28,12 +35,14 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from coffer.trust.team import Member, Refused, Verifier
+from coffer.upstreams.oauth import Grant
 
 PREFIX = "/console"
 COOKIE = "coffer-team-session"
 LOGIN_S = 600.0  # a sign-in not finished within this long starts again
 SESSION_S = 3600.0  # a session whose token named no expiry (an introspected one may not) lasts this long
 MAX_PENDING = 10_000
+GRANT_WAIT_S = 30.0  # how long a Connect waits for the server's authorization address, a callback for the tokens
 PAGE_HEADERS = [
     (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
     (b"x-frame-options", b"DENY"),
@@ -49,15 +58,20 @@ class Reach:
 
     profile: str | None
     tools: list[str]
+    grantable: dict[str, str]  # per-member servers it reaches that authorise with OAuth: name -> URL
 
 
 class MemberConsole:
     """The `/console` routes of one team gateway, as ASGI."""
 
     def __init__(
-        self, verifier: Verifier, reach_of: Callable[[Member], Awaitable[Reach]], on_secret: Callable[[str], None]
+        self,
+        verifier: Verifier,
+        reach_of: Callable[[Member], Awaitable[Reach]],
+        on_secret: Callable[[str], None],
+        spawn: Callable[..., Any],
     ) -> None:
-        self.verifier, self.reach_of, self.on_secret = verifier, reach_of, on_secret
+        self.verifier, self.reach_of, self.on_secret, self.spawn = verifier, reach_of, on_secret, spawn
         self.team = verifier.team
         parts = urlsplit(self.team.resource)
         self.origin = f"{parts.scheme}://{parts.netloc}"
@@ -65,6 +79,7 @@ class MemberConsole:
         self.redirect_uri = f"{self.origin}{PREFIX}/callback"
         self.pending: dict[str, tuple[str, float]] = {}  # state -> (PKCE verifier, until)
         self.sessions: dict[str, tuple[Member, float]] = {}  # session id -> (member, until)
+        self.grants: dict[str, tuple[Grant, float]] = {}  # OAuth state -> (a member's grant under way, until)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         path, method = scope["path"].removeprefix(PREFIX) or "/", scope["method"]
@@ -77,6 +92,8 @@ class MemberConsole:
             await self._login(send, client[0])
         elif path == "/callback" and method == "GET":
             await self._callback(send, client, dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))))
+        elif path == "/oauth/callback" and method == "GET":
+            await self._granted(send, headers, dict(parse_qsl(scope.get("query_string", b"").decode("latin-1"))))
         elif path in ("/", "/member.js") and method == "GET":
             if self._member(headers) is None:
                 await _redirect(send, f"{PREFIX}/login")
@@ -180,7 +197,7 @@ class MemberConsole:
         import anyio
 
         from coffer.errors import CofferError
-        from coffer.trust import member_secrets
+        from coffer.trust import member_secrets, oauth_store
         from coffer.trust.team import speaking
 
         member = self._member(headers)
@@ -203,8 +220,12 @@ class MemberConsole:
                 "profile": reach.profile,
                 "tools": reach.tools,
                 "secrets": names,
+                "grants": {name: oauth_store.state(name, member.sub) for name in sorted(reach.grantable)},
             }
             await _json(send, 200, body)
+            return
+        if path.startswith("/connect/") and method in ("POST", "DELETE"):
+            await self._connect(send, member, path.removeprefix("/connect/"), method == "DELETE")
             return
         if path == "/logout" and method == "POST":
             self.sessions = {k: v for k, v in self.sessions.items() if v[0] is not member}
@@ -230,6 +251,78 @@ class MemberConsole:
             return
         self.on_secret(member.sub)
         await _json(send, 200, {"secrets": await anyio.to_thread.run_sync(member_secrets.names, member.sub)})
+
+    # ------------------------------------------------------------------ a member's OAuth grants
+
+    async def _connect(self, send: Any, member: Member, server: str, drop: bool) -> None:
+        """Start the member's grant to `server` (the page then sends the browser to `authorize`), or
+        with `drop` forget it."""
+        import anyio
+
+        from coffer.trust import oauth_store
+        from coffer.trust.team import speaking
+
+        with speaking(member):
+            url = (await self.reach_of(member)).grantable.get(server)
+        if url is None:
+            await _json(send, 404, {"error": f"'{server}' is no per-member OAuth server you reach"})
+            return
+        if drop:
+            await anyio.to_thread.run_sync(lambda: oauth_store.forget(server, client_too=True, member=member.sub))
+            self.on_secret(member.sub)
+            await _json(send, 200, {"connected": False})
+            return
+        now = time.time()
+        self.grants = {k: v for k, v in self.grants.items() if v[1] > now and not v[0].done.is_set()}
+        if len(self.grants) >= MAX_PENDING:
+            await _json(send, 503, {"error": "too many grants under way: try again in a few minutes"})
+            return
+        # a fresh grant, and a fresh registration: one made by a start that found no grant names another
+        # redirect address than this console's
+        await anyio.to_thread.run_sync(lambda: oauth_store.forget(server, client_too=True, member=member.sub))
+        grant = Grant(server, url, member.sub, f"{self.origin}{PREFIX}/oauth/callback")
+        self.spawn(grant.run)
+        with anyio.move_on_after(GRANT_WAIT_S):
+            await grant.asked.wait()
+        if grant.authorization_url is not None and grant.state:
+            self.grants[grant.state] = (grant, now + LOGIN_S)
+            await _json(send, 200, {"authorize": grant.authorization_url})
+        elif grant.done.is_set() and grant.error is None:  # the server let the member in without asking
+            self.on_secret(member.sub)
+            await _json(send, 200, {"connected": True})
+        else:
+            said = grant.error or "its authorization server did not answer in time"
+            await _json(send, 502, {"error": f"'{server}' could not be connected: {said}"})
+
+    async def _granted(self, send: Any, headers: dict[str, str], query: dict[str, str]) -> None:
+        """The server's authorization server sends the browser back: the grant under way for this state
+        goes on, if the browser's session is the member who started it."""
+        import anyio
+
+        state = query.get("state", "")
+        held = self.grants.get(state)
+        member = self._member(headers)
+        if held is None or held[1] < time.time():
+            await _text(send, 400, f"this grant expired or was not started here: Connect again at {PREFIX}/")
+            return
+        grant = held[0]
+        if member is None or member.sub != grant.member:  # another person's browser finishing it: no (and
+            # the grant stays its member's to finish)
+            await _text(send, 403, "this grant was started by another session: Connect again from your console")
+            return
+        del self.grants[state]
+        if "code" not in query:
+            said = query.get("error_description") or query.get("error") or "no code"
+            await _text(send, 403, f"'{grant.server}' was not connected: its authorization server said {said}")
+            return
+        grant.arrive(query["code"], query.get("state"), query.get("iss"))
+        with anyio.move_on_after(GRANT_WAIT_S):
+            await grant.done.wait()
+        if grant.error is not None or not grant.done.is_set():
+            await _text(send, 502, f"'{grant.server}' was not connected: {grant.error or 'no tokens in time'}")
+            return
+        self.on_secret(member.sub)  # its process of the server starts again, with the grant
+        await _redirect(send, f"{PREFIX}/")
 
 
 async def _provider(verifier: Verifier) -> dict[str, Any]:

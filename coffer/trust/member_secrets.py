@@ -7,7 +7,9 @@ coffer.gateway.http): the vault's owner never sees them and cannot set them for 
 are one 0600 file, `<data dir>/members/<hash of sub>.json` (the folder 0700), named by a hash so a
 directory listing does not list the team. Every value read is registered with `coffer.trust.redact`.
 A member without the secret a server needs gets one line saying which and where to set it; it never
-falls back to the owner's.
+falls back to the owner's. The same file keeps the member's OAuth grants to per-member HTTP servers
+(`oauth`: tokens and client registration per server, coffer.trust.oauth_store), which the member gives
+in the members' console and never sees listed among its secrets.
 """
 
 from __future__ import annotations
@@ -31,23 +33,52 @@ def path_of(sub: str) -> Path:
     return paths.data_dir() / "members" / f"{hashlib.sha256(sub.encode()).hexdigest()[:32]}.json"
 
 
-def _load(sub: str) -> dict[str, str]:
+def _read(sub: str) -> dict[str, dict[str, str]]:
+    """The member's file: its `secrets`, and its `oauth` grants (server.what -> JSON)."""
     path = path_of(sub)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return {}
+        return {"secrets": {}, "oauth": {}}
     except (OSError, ValueError) as exc:
         raise SecretError(f"{path}: unreadable member secrets ({type(exc).__name__})") from None
     values = data.get("secrets") if isinstance(data, dict) and data.get("sub") == sub else None
     if not isinstance(values, dict):
         raise SecretError(f"{path}: not this member's secrets file")
-    return {k: v for k, v in values.items() if isinstance(k, str) and isinstance(v, str)}
+    grants = data.get("oauth") if isinstance(data.get("oauth"), dict) else {}
+    return {
+        part: {k: v for k, v in held.items() if isinstance(k, str) and isinstance(v, str)}
+        for part, held in (("secrets", values), ("oauth", grants))
+    }
 
 
-def _save(sub: str, values: dict[str, str]) -> None:
+def _load(sub: str) -> dict[str, str]:
+    return _read(sub)["secrets"]
+
+
+def _save(sub: str, values: dict[str, str], grants: dict[str, str] | None = None) -> None:
+    if grants is None:
+        grants = _read(sub)["oauth"]
     body = {"version": FILE_VERSION, "sub": sub, "secrets": dict(sorted(values.items()))}
+    if grants:
+        body["oauth"] = dict(sorted(grants.items()))
     atomic_write(path_of(sub), json.dumps(body, indent=1) + "\n", mode=0o600)
+
+
+def grant(sub: str, key: str) -> str | None:
+    """The member's OAuth grant part `key` (`SERVER.tokens`, `SERVER.client`), as JSON; None without one."""
+    return _read(sub)["oauth"].get(key)
+
+
+def set_grant(sub: str, key: str, value: str | None) -> None:
+    """Keep (or with None drop) the member's OAuth grant part `key`."""
+    with locked(path_of(sub)):
+        held = _read(sub)
+        if value is None:
+            held["oauth"].pop(key, None)
+        else:
+            held["oauth"][key] = value
+        _save(sub, held["secrets"], held["oauth"])
 
 
 def put(sub: str, name: str, value: str) -> None:

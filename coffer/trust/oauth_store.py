@@ -1,6 +1,8 @@
 """Where a server's OAuth tokens and client registration are kept: the secret store (OS keyring, else
 the 0600 secrets file), under `oauth.<server>.tokens` and `oauth.<server>.client`; never coffer.toml,
-the log, a snapshot or any output. Implements the SDK's `TokenStorage`.
+the log, a snapshot or any output. Implements the SDK's `TokenStorage`. A team member's grant to a
+per-member server (`share = "member"`, given in the members' console) is kept in that member's own
+0600 file instead (coffer.trust.member_secrets), never beside the owner's.
 """
 
 from __future__ import annotations
@@ -20,22 +22,39 @@ def _name(server: str, what: str) -> str:
     return f"oauth.{server}.{what}"
 
 
-def _get(name: str) -> dict[str, Any] | None:
+def _get(name: str, member: str | None = None) -> dict[str, Any] | None:
+    from coffer.trust import member_secrets
+
     try:
-        value = json.loads(secrets.resolve(name))
+        if member is not None:
+            held = member_secrets.grant(member, name.removeprefix("oauth."))
+            value = json.loads(held) if held is not None else None
+        else:
+            value = json.loads(secrets.resolve(name))
     except (SecretError, ValueError):
         return None
     return value if isinstance(value, dict) else None
 
 
-class OAuthStore:
-    """One server's tokens and client information (the SDK's `TokenStorage` protocol)."""
+def _set(name: str, value: str | None, member: str | None) -> None:
+    from coffer.trust import member_secrets
 
-    def __init__(self, server: str) -> None:
+    if member is not None:
+        member_secrets.set_grant(member, name.removeprefix("oauth."), value)
+    elif value is not None:
+        secrets.set_secret(name, value)
+
+
+class OAuthStore:
+    """One server's tokens and client information (the SDK's `TokenStorage` protocol); `member`: a team
+    member's own grant to it."""
+
+    def __init__(self, server: str, member: str | None = None) -> None:
         self.server = server
+        self.member = member
 
     async def get_tokens(self) -> OAuthToken | None:
-        data = _get(_name(self.server, "tokens"))
+        data = _get(_name(self.server, "tokens"), self.member)
         if data is None:
             return None
         from mcp.shared.auth import OAuthToken
@@ -55,21 +74,21 @@ class OAuthStore:
         if tokens.expires_in is not None:
             data["expires_at"] = now + tokens.expires_in
         redact.register(tokens.access_token, tokens.refresh_token)
-        secrets.set_secret(_name(self.server, "tokens"), json.dumps(data))
+        _set(_name(self.server, "tokens"), json.dumps(data), self.member)
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         from mcp.shared.auth import OAuthClientInformationFull
 
-        data = _get(_name(self.server, "client"))
+        data = _get(_name(self.server, "client"), self.member)
         return None if data is None else OAuthClientInformationFull.model_validate(data)
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        secrets.set_secret(_name(self.server, "client"), client_info.model_dump_json(exclude_none=True))
+        _set(_name(self.server, "client"), client_info.model_dump_json(exclude_none=True), self.member)
 
 
-def state(server: str) -> str:
+def state(server: str, member: str | None = None) -> str:
     """`authorised`, `expired` (an access token past its time, refreshable or not) or `none`."""
-    data = _get(_name(server, "tokens"))
+    data = _get(_name(server, "tokens"), member)
     if data is None or not data.get("access_token"):
         return "none"
     expires_at = data.get("expires_at")
@@ -94,8 +113,13 @@ def preregister(server: str, client_id: str, client_secret: str | None, redirect
     secrets.set_secret(_name(server, "client"), info.model_dump_json(exclude_none=True))
 
 
-def forget(server: str, client_too: bool = False) -> bool:
+def forget(server: str, client_too: bool = False, member: str | None = None) -> bool:
     """Drop the server's tokens (and its client registration); True when there was anything to drop."""
+    if member is not None:
+        had = _get(_name(server, "tokens"), member) is not None
+        for what in ("tokens", "client") if client_too else ("tokens",):
+            _set(_name(server, what), None, member)
+        return had
     dropped = False
     for what in ("tokens", "client") if client_too else ("tokens",):
         try:

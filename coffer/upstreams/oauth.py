@@ -17,6 +17,7 @@ import os
 import webbrowser
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -65,10 +66,16 @@ def person_mode() -> bool | None:
 
 
 @asynccontextmanager
-async def provider_for(server: str, url: str, enabled: bool) -> AsyncIterator[OAuthClientProvider | None]:
-    """The auth an upstream connection uses: None without OAuth, else interactive or unattended."""
+async def provider_for(
+    server: str, url: str, enabled: bool, member: str | None = None
+) -> AsyncIterator[OAuthClientProvider | None]:
+    """The auth an upstream connection uses: None without OAuth, else interactive or unattended; a team
+    member's connection uses the member's own grant (given in the members' console), never the owner's."""
     if not enabled:
         yield None
+        return
+    if member is not None:
+        yield unattended(server, url, member)
         return
     mode = person_mode()
     if mode is None:
@@ -96,16 +103,65 @@ def client_metadata(redirect_uri: str, scope: str | None = None) -> OAuthClientM
     )
 
 
-def unattended(server: str, url: str) -> OAuthClientProvider:
+def unattended(server: str, url: str, member: str | None = None) -> OAuthClientProvider:
     """A provider for `coffer serve`: stored tokens, refreshed as needed; never asks a person."""
+    how = f"run `coffer auth {server}`" if member is None else f"'{member}' connects it in the members' console"
+    said = f"server '{server}' needs authorisation: {how}"
 
     async def refuse(_url: str) -> None:
-        raise AuthorizationNeeded(f"server '{server}' needs authorisation: run `coffer auth {server}`")
+        raise AuthorizationNeeded(said)
 
     async def nothing() -> AuthorizationCodeResult:  # never reached: `refuse` raises first
-        raise AuthorizationNeeded(f"server '{server}' needs authorisation: run `coffer auth {server}`")
+        raise AuthorizationNeeded(said)
 
-    return CofferOAuth(url, client_metadata("http://127.0.0.1/callback"), OAuthStore(server), refuse, nothing)
+    store = OAuthStore(server, member)
+    return CofferOAuth(url, client_metadata("http://127.0.0.1/callback"), store, refuse, nothing)
+
+
+class Grant:
+    """One authorization-code flow that a web page carries rather than a terminal: a team member's grant
+    to a per-member server in the members' console (coffer.gateway.memberconsole). `run` (in a task
+    group) asks the server as the member with the SDK's provider; when it needs an authorisation the
+    address to send the member to is `authorization_url`, and the provider's redirect back comes in
+    through `arrive`. Tokens go to the member's own store."""
+
+    def __init__(self, server: str, url: str, member: str, redirect_uri: str) -> None:
+        self.server, self.url, self.member, self.redirect_uri = server, url, member, redirect_uri
+        self.authorization_url: str | None = None
+        self.state: str | None = None
+        self.error: str | None = None
+        self.asked = anyio.Event()  # the address is known, or the flow ended without needing one
+        self.done = anyio.Event()
+        self._result: AuthorizationCodeResult | None = None
+        self._arrived = anyio.Event()
+
+    async def run(self) -> None:
+        async def redirect(authorization_url: str) -> None:
+            self.authorization_url = authorization_url
+            self.state = parse_qs(urlsplit(authorization_url).query).get("state", [None])[0]
+            self.asked.set()
+
+        async def callback() -> AuthorizationCodeResult:
+            await self._arrived.wait()
+            assert self._result is not None
+            return self._result
+
+        store = OAuthStore(self.server, self.member)
+        provider = CofferOAuth(self.url, client_metadata(self.redirect_uri), store, redirect, callback)
+        try:
+            with anyio.fail_after(PERSON_WAIT_S):
+                status = await _initialize(self.url, {}, provider)
+            if status >= 400:
+                self.error = f"'{self.server}' still answers HTTP {status} after the authorisation"
+        except Exception as exc:  # the flow's own failure, for the page to show in one line
+            self.error = str(getattr(provider, "failure", None) or exc) or type(exc).__name__
+        finally:
+            self.asked.set()
+            self.done.set()
+
+    def arrive(self, code: str, state: str | None, iss: str | None) -> None:
+        self._result = AuthorizationCodeResult(code=code, state=state, iss=iss)
+        self._arrived.set()
 
 
 @asynccontextmanager
@@ -188,16 +244,27 @@ def needs_oauth(status: int | None, www_authenticate: str | None) -> bool:
 
 async def challenge(url: str, headers: dict[str, str]) -> bool:
     """Does the server at `url` answer an unauthenticated initialize with 401 and a Bearer challenge?"""
-    body = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "coffer"}},
-    }
-    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     try:
         async with httpx2.AsyncClient(timeout=10.0) as http:
-            response = await http.post(url, json=body, headers=headers | accept)
+            response = await http.post(url, json=_INITIALIZE, headers=headers | _ACCEPT)
     except httpx2.HTTPError:
         return False
     return needs_oauth(response.status_code, response.headers.get("www-authenticate"))
+
+
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "coffer"}},
+}
+_ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def _initialize(url: str, headers: dict[str, str], auth: Any) -> int:
+    """An initialize with `auth` (which may run its flow first): the server's final status."""
+    async with (
+        httpx2.AsyncClient(timeout=30.0, auth=auth) as http,
+        http.stream("POST", url, json=_INITIALIZE, headers=headers | _ACCEPT) as response,
+    ):
+        return response.status_code

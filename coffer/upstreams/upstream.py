@@ -321,7 +321,7 @@ class Upstream:
                     yield streams
                 return
             async with (
-                oauth.provider_for(cfg.name, cfg.url, cfg.oauth) as auth,
+                oauth.provider_for(cfg.name, cfg.url, cfg.oauth, self.pool.member) as auth,
                 http_pipe(cfg.url, headers, self.stats, auth) as streams,
             ):
                 self._auth = auth

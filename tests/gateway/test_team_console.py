@@ -5,6 +5,7 @@ API is closed to a request without the session, or from another origin."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,12 +14,15 @@ from typing import Any
 import httpx2
 import pytest
 
-from coffer.trust import member_secrets
+from coffer.manage import servers
+from coffer.trust import member_secrets, oauth_store
+from coffer.vault import registry
 from tests.console.test_console_browser import CHROMIUM_ARGS, require_chromium
 from tests.fixtures.gateway_harness import text
 from tests.gateway.test_team_gateway import Gateway, pytestmark, served
 from tests.gateway.test_team_member_servers import setup
 from tests.gateway.test_team_members import member
+from tests.upstreams.test_oauth import start as start_oauth_server
 
 __all__ = ["pytestmark"]
 
@@ -101,3 +105,59 @@ async def test_a_person_who_is_no_member_is_refused(team: Gateway) -> None:
         page = await sign_in(browser, team, "stranger")
         assert "is not a member" in await page.content()
         assert not [c for c in await page.context.cookies() if c["name"] == "coffer-team-session"]
+
+
+@pytest.fixture
+def notes(coffer_home: Path) -> Iterator[Gateway]:
+    """A team gateway with `notes`: a per-member server behind its own OAuth authorization server (the
+    fixture server with the SDK's auth routes), which each member connects in the console."""
+    for base in start_oauth_server():
+        cfg = registry.ServerConfig(name="notes", url=f"{base}/mcp", oauth=True, share="member", timeout=10)
+
+        def setup(home: Path, cfg: registry.ServerConfig = cfg) -> None:
+            servers.add_server(cfg, path=home / "coffer.toml")
+
+        members = 'members = ["group:eng", "group:ops"]'
+        with served(coffer_home, members=members, setup=setup, console=True) as gateway:
+            yield gateway
+
+
+async def test_a_member_connects_its_own_oauth_server_and_its_agent_uses_that_grant(notes: Gateway) -> None:
+    g = notes
+    async with chromium() as browser:
+        page = await sign_in(browser, g, "agent-alice")
+        row = page.locator("#grants li", has_text="notes")
+        await row.locator("text=not connected").wait_for()
+        await row.locator("button", has_text="Connect").click()  # its authorization server, then back
+        await page.wait_for_url(g.url.removesuffix("/mcp") + "/console/")
+        await row.locator(".state", has_text=re.compile("^connected$")).wait_for()
+    assert oauth_store.state("notes", "agent-alice") == "authorised"
+    assert oauth_store.state("notes", "agent-bob") == "none"
+    assert oauth_store.state("notes") == "none"  # nothing in the owner's store
+    async with member(g, "agent-alice") as alice:  # the agent, with its own token: the console's grant
+        assert "notes__client" in [t.name for t in (await alice.list_tools()).tools]
+        client = text(await alice.call_tool("notes__client", {}))
+        assert client not in ("", "none")
+    async with member(g, "agent-bob") as bob:  # bob granted nothing: he is told where to, not let in
+        refused = await bob.call_tool("notes__whoami", {})
+        assert refused.is_error and "'agent-bob' connects it in the members' console" in text(refused)
+    # the grant lives in alice's own 0600 file only
+    held = member_secrets.path_of("agent-alice")
+    assert held.stat().st_mode & 0o777 == 0o600 and "notes.tokens" in held.read_text()
+    assert "notes.tokens" not in "".join(p.read_text(errors="ignore") for p in g.home.rglob("*.json") if p != held)
+
+
+async def test_a_grant_is_finished_only_by_the_session_that_started_it(notes: Gateway) -> None:
+    """A link to the callback carried to another member's browser does not connect that member."""
+    g = notes
+    async with chromium() as browser:
+        alice = await sign_in(browser, g, "agent-alice")
+        started = await alice.evaluate(
+            "fetch('/console/api/connect/notes', {method: 'POST', headers: {'Content-Type': 'application/json'},"
+            " body: '{}'}).then((r) => r.json())"
+        )
+        authorize = started["authorize"]
+        bob = await sign_in(browser, g, "agent-bob")
+        await bob.goto(authorize)  # the authorization server redirects bob's browser to alice's callback
+        assert "started by another session" in await bob.content()
+    assert oauth_store.state("notes", "agent-bob") == "none" and oauth_store.state("notes", "agent-alice") == "none"

@@ -74,7 +74,7 @@ def signed_in(cli: CliRunner, base: str) -> list[str]:
     outputs = [out(run_cli(cli, "add", "fx", "--url", f"{base}/mcp"))]
     assert "authorises with OAuth" in outputs[0]
     outputs.append(out(run_cli(cli, "auth", "fx", "--headless")))
-    assert "'fx' authorised; it serves 1 tool" in outputs[-1]
+    assert "'fx' authorised; it serves 2 tools" in outputs[-1]
     return outputs
 
 

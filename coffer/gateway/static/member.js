@@ -49,12 +49,58 @@ function listSecrets(names) {
   }
 }
 
+function listGrants(grants) {
+  const list = $("grants");
+  list.replaceChildren();
+  const names = Object.keys(grants);
+  if (!names.length) {
+    const none = document.createElement("li");
+    none.textContent = "none to connect";
+    list.append(none);
+  }
+  for (const name of names) {
+    const item = document.createElement("li");
+    const code = document.createElement("code");
+    code.textContent = name;
+    const state = document.createElement("span");
+    state.className = "state";
+    state.textContent = grants[name] === "authorised" ? "connected" : `not connected (${grants[name]})`;
+    const act = document.createElement("button");
+    act.type = "button";
+    act.textContent = grants[name] === "authorised" ? "Disconnect" : "Connect";
+    act.dataset.server = name;
+    act.addEventListener("click", async () => {
+      const path = "/connect/" + encodeURIComponent(name);
+      try {
+        if (act.textContent === "Disconnect") {
+          await api("DELETE", path, {});
+          $("said").textContent = `Disconnected ${name}.`;
+          await load();
+          return;
+        }
+        const answer = await api("POST", path, {});
+        if (answer.authorize) {
+          window.location.assign(answer.authorize);  // its authorization server, then back here
+          return;
+        }
+        $("said").textContent = `Connected ${name}.`;
+        await load();
+      } catch (err) {
+        $("said").textContent = err.message;
+      }
+    });
+    item.append(code, " ", state, " ", act);
+    list.append(item);
+  }
+}
+
 async function load() {
   const me = await api("GET", "/me");
   $("sub").textContent = me.sub;
   $("via").textContent = me.via;
   $("profile").textContent = me.profile || "the whole vault";
   listSecrets(me.secrets);
+  listGrants(me.grants);
   const tools = $("tools");
   tools.replaceChildren(...me.tools.map((name) => {
     const item = document.createElement("li");
