@@ -21,7 +21,8 @@ Modules, from the session down to the process:
     netgate     inside a sandbox: the one way out of its network namespace, to the filtering proxy
     egress      the filtering proxy that lets a confined upstream reach only its allowed hosts
     gate        bounded starts: at most N upstreams start at once, a waited-for one jumps the queue
-    oauth       OAuth 2.1 for HTTP upstreams on the SDK's client, tokens kept by coffer.trust
+    oauth       an HTTP upstream's auth: OAuth 2.1 on the SDK's client (the owner's grant or a member's,
+                given in the members' console), or a member's exchanged token; tokens kept by coffer.trust
     sdk         the client half of the SDK seam (the host half is coffer.gateway.sdk)
 
 Imports the vault, trust, log, results and telemetry; never the gateway, which runs these sessions

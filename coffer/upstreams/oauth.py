@@ -30,8 +30,11 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from coffer import __version__
 from coffer.errors import UpstreamError
 from coffer.loopback import tcp_listener
+from coffer.trust import exchange
+from coffer.trust.exchange import Exchanger
 from coffer.trust.oauth_store import OAuthStore
 from coffer.upstreams import sdk
+from coffer.vault.servers import ServerConfig
 
 CALLBACK_PATH = "/callback"
 HEADLESS_ENV = "COFFER_AUTH_HEADLESS"
@@ -83,6 +86,18 @@ async def provider_for(
         return
     async with interactive(server, url, headless=mode) as provider:
         yield provider
+
+
+@asynccontextmanager
+async def connection_auth(cfg: ServerConfig, member: str | None, exchanger: Exchanger | None) -> AsyncIterator[Any]:
+    """The auth of a connection to an HTTP upstream: a team member's token exchanged for this server's
+    (`exchange`, coffer.trust.exchange), an OAuth grant (the owner's, or a member's own), or none."""
+    assert cfg.url is not None
+    if cfg.exchange is not None:
+        yield exchange.auth_for(exchanger, cfg.name, member, cfg.url, cfg.exchange)
+        return
+    async with provider_for(cfg.name, cfg.url, cfg.oauth, member) as auth:
+        yield auth
 
 
 class CofferOAuth(sdk.OAuthProvider):

@@ -30,7 +30,6 @@ from pydantic import TypeAdapter
 from coffer import __version__
 from coffer.errors import UpstreamError
 from coffer.telemetry import otlp
-from coffer.trust import exchange
 from coffer.trust.exchange import Exchanger
 from coffer.trust.expand import resolved_env, resolved_headers
 from coffer.upstreams import denials, egress, oauth, outbound, sandbox
@@ -315,13 +314,8 @@ class Upstream:
         if cfg.url:
             headers = resolved_headers(cfg, member=self.pool.member)
             self.stats.secrets = tuple(headers.values())
-            if cfg.exchange is not None:  # a member's token, exchanged at the team's provider for this server's
-                trade = exchange.auth_for(self.pool.exchanger, cfg.name, self.pool.member, cfg.url, cfg.exchange)
-                async with http_pipe(cfg.url, headers, self.stats, trade) as streams:
-                    yield streams
-                return
             async with (
-                oauth.provider_for(cfg.name, cfg.url, cfg.oauth, self.pool.member) as auth,
+                oauth.connection_auth(cfg, self.pool.member, self.pool.exchanger) as auth,
                 http_pipe(cfg.url, headers, self.stats, auth) as streams,
             ):
                 self._auth = auth
