@@ -9,10 +9,14 @@ import pytest
 import tomlkit
 from typer.testing import CliRunner
 
+from coffer.discovery import cache
+from coffer.discovery.entries import parse_item
 from coffer.manage import servers
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
+from tests.fixtures.registry_server import WORLD
+from tests.gateway.test_registry_offers import RECORDED
 
 DATA = Path(__file__).parents[1] / "data" / "real-servers.json"
 
@@ -144,3 +148,23 @@ def test_bad_input_is_a_usage_error(cli: CliRunner, real_vault: Path, args: list
 def test_unknown_ranker_is_rejected(cli: CliRunner, real_vault: Path) -> None:
     result = run_cli(cli, "search", "x", "--ranker", "fuzzy", code=2)
     assert "fuzzy" in result.stderr
+
+
+@pytest.mark.skipif(not WORLD.exists(), reason=f"the recorded registry is not here: {WORLD}")
+def test_an_ask_for_a_service_the_vault_lacks_names_the_registry_s_servers(
+    cli: CliRunner, real_vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `coffer__search_tools` tells an agent, the CLI tells its user: with the official registry (as
+    recorded) cached, an ask for Slack gets no tools, what ranked closest, and the registry's servers."""
+    monkeypatch.setenv("COLUMNS", "200")
+    vault = real_vault / "coffer.toml"
+    vault.write_text(f'[registries]\nofficial = "{RECORDED}"\n\n{vault.read_text()}')
+    cache.store([parse_item(json.loads(line), RECORDED) for line in WORLD.open(encoding="utf-8")], RECORDED)
+    slack = json.loads(run_cli(cli, "search", "send a message on Slack to the #general channel", "--json").stdout)  # type: ignore[attr-defined]
+    assert slack["tools"] == [] and slack["lacking"] == ["slack"] and slack["closest"]
+    assert slack["registry"] and all("slack" in (o["name"] + o["about"]).lower() for o in slack["registry"])
+    shown = run_cli(cli, "search", "send a message on Slack to the #general channel")
+    assert "nothing in this vault serves 'slack'" in shown.stderr + shown.stdout  # type: ignore[attr-defined]
+    assert "coffer add " in shown.stdout  # type: ignore[attr-defined]
+    pr = json.loads(run_cli(cli, "search", "open a pull request on GitHub", "--json").stdout)  # type: ignore[attr-defined]
+    assert pr["tools"][0]["name"].startswith("github__") and "lacking" not in pr
