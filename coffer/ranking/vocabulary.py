@@ -24,6 +24,10 @@ from functools import lru_cache
 from coffer.ranking.tokenize import expand_abbreviations, split_words, stem, tokenize
 
 EXPANSION_WEIGHT = 0.3
+# "remember that Alice works at Acme": the clause after "that" is the fact to keep, an argument, not the
+# action ("works" is not a working directory); its words count this much, and the embedder sees the rest
+KEEP_VERBS = frozenset({"remember", "memorize", "memorise", "note", "forget", "remind"})
+FACT_WEIGHT = 0.2
 SHELL_WEIGHT = 1.0  # `cat`, `ls`, `mr`: words catalogues never use, so their meaning counts in full
 
 # verb people type -> verbs catalogues use (always)
@@ -58,10 +62,10 @@ VERB_INTENTS: dict[str, tuple[str, ...]] = {
     "book": ("reserve",),
     "ping": ("check", "status"),
     # everyday words for what memory tools do, and arithmetic in words
-    "remember": ("memory", "store", "add"),
-    "memorize": ("memory", "store", "add"),
-    "forget": ("memory", "delete", "remove"),
-    "recall": ("memory", "search", "read"),
+    "remember": ("memory", "knowledge", "store", "add"),
+    "memorize": ("memory", "knowledge", "store", "add"),
+    "forget": ("memory", "knowledge", "delete", "remove"),
+    "recall": ("memory", "knowledge", "search", "read"),
     "plus": ("add", "sum"),
     "minus": ("subtract", "difference"),
 }
@@ -219,6 +223,17 @@ def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     return found
 
 
+def _fact(words: list[str]) -> tuple[int] | None:
+    """Where a fact to keep starts: the word after "that" following the verb of keeping the ask opens with
+    ("note down that ..."; "Note that ..." inside a task is no such verb)."""
+    for i, word in enumerate(words[:2]):
+        if word in KEEP_VERBS and (i == 0 or words[0] == "please"):
+            for j in range(i + 1, min(i + 3, len(words))):
+                if words[j] == "that" and j + 1 < len(words):
+                    return (j + 1,)
+    return None
+
+
 def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
     """The query's BM25 terms (mapped words added at `EXPANSION_WEIGHT`, shell words at `SHELL_WEIGHT`),
     its action and the action's families, and the embedder's text (short forms spelled out, mapped
@@ -227,6 +242,12 @@ def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
     words = split_words(query)
     terms = tokenize(query)
     weights: dict[str, float] = dict.fromkeys(terms, 1.0)
+    fact = _fact(words) if vocabulary else None
+    if fact is not None:
+        head = set(tokenize(" ".join(words[: fact[0]])))
+        for term in tokenize(" ".join(words[fact[0] :])):
+            if term not in head:
+                weights[term] = FACT_WEIGHT
     mapped = intents(words) if vocabulary else []
     extra: list[str] = []
     for word, targets in mapped:
@@ -244,7 +265,7 @@ def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
         for word, targets in mapped:
             if word == action:
                 action_families = action_families.union(*(families(t) for t in targets))
-    text = expand_abbreviations(query)
+    text = expand_abbreviations(query if fact is None else " ".join(words[: fact[0]]) + " a fact")
     if extra:
         text = f"{text} ({' '.join(dict.fromkeys(extra))})"
     return Rewrite(terms=terms, weights=weights, text=text, action=action, families=action_families)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coffer.ranking import Ranker, docs_from_tools, search_tools
+from coffer.ranking import Ranker, docs_from_tools, search_tools, vocabulary
 from coffer.ranking.tokenize import split_words, tokenize
 from coffer.ranking.vocabulary import ACTION_VERBS, families, intents, name_families, rewrite
 from coffer.vault.catalogue import build_tools
@@ -139,3 +139,13 @@ def test_a_name_that_starts_with_a_noun_has_no_action() -> None:
     assert name_families("BookTool") == frozenset() and name_families("EmailByNylas") == frozenset()
     assert name_families("book_flight") == frozenset()  # "book" starts names as a noun as often
     assert name_families("browser_take_screenshot") == frozenset()  # the server's noun, then the verb
+
+
+def test_a_fact_to_keep_is_an_argument_not_the_action() -> None:
+    """"remember that Alice works at Acme": the words after "that" are the fact, weighed as an argument
+    and kept from the embedder; a "Note that ..." inside a task is no verb of keeping."""
+    kept = rewrite("remember that Alice works at Acme")
+    assert kept.weights["work"] == vocabulary.FACT_WEIGHT and kept.weights["rememb"] == 1.0
+    assert "works" not in kept.text and "memory" in kept.text and "knowledge" in kept.text
+    task = rewrite("Download the report. Note that it works offline")
+    assert task.weights["work"] == 1.0 and "works" in task.text
