@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import webbrowser
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -71,13 +71,20 @@ def person_mode() -> bool | None:
 @asynccontextmanager
 async def provider_for(
     server: str, url: str, enabled: bool, member: str | None = None
-) -> AsyncIterator[OAuthClientProvider | None]:
+) -> AsyncIterator[httpx2.Auth | None]:
     """The auth an upstream connection uses: None without OAuth, else interactive or unattended; a team
     member's connection uses the member's own grant (given in the members' console), never the owner's."""
     if not enabled:
         yield None
         return
     if member is not None:
+        import anyio
+
+        from coffer.trust import oauth_store
+
+        if await anyio.to_thread.run_sync(oauth_store.state, server, member) == "none":  # nothing granted:
+            yield NotGranted(f"server '{server}' needs authorisation: '{member}' connects it in the members' console")
+            return  # said at once, with no client registered at its authorization server for nothing
         yield unattended(server, url, member)
         return
     mode = person_mode()
@@ -98,6 +105,18 @@ async def connection_auth(cfg: ServerConfig, member: str | None, exchanger: Exch
         return
     async with provider_for(cfg.name, cfg.url, cfg.oauth, member) as auth:
         yield auth
+
+
+class NotGranted(httpx2.Auth):
+    """A member's connection to a server it has not connected in the console: refused before any request."""
+
+    def __init__(self, said: str) -> None:
+        self.said = said
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if self.said:  # always: the request is never sent
+            raise AuthorizationNeeded(self.said)
+        yield request
 
 
 class CofferOAuth(sdk.OAuthProvider):

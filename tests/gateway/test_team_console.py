@@ -22,6 +22,7 @@ from tests.fixtures.gateway_harness import text
 from tests.gateway.test_team_gateway import Gateway, pytestmark, served
 from tests.gateway.test_team_member_servers import setup
 from tests.gateway.test_team_members import member
+from tests.upstreams.test_oauth import control
 from tests.upstreams.test_oauth import start as start_oauth_server
 
 __all__ = ["pytestmark"]
@@ -108,7 +109,7 @@ async def test_a_person_who_is_no_member_is_refused(team: Gateway) -> None:
 
 
 @pytest.fixture
-def notes(coffer_home: Path) -> Iterator[Gateway]:
+def notes(coffer_home: Path) -> Iterator[tuple[Gateway, str]]:
     """A team gateway with `notes`: a per-member server behind its own OAuth authorization server (the
     fixture server with the SDK's auth routes), which each member connects in the console."""
     for base in start_oauth_server():
@@ -119,11 +120,13 @@ def notes(coffer_home: Path) -> Iterator[Gateway]:
 
         members = 'members = ["group:eng", "group:ops"]'
         with served(coffer_home, members=members, setup=setup, console=True) as gateway:
-            yield gateway
+            yield gateway, base
 
 
-async def test_a_member_connects_its_own_oauth_server_and_its_agent_uses_that_grant(notes: Gateway) -> None:
-    g = notes
+async def test_a_member_connects_its_own_oauth_server_and_its_agent_uses_that_grant(
+    notes: tuple[Gateway, str],
+) -> None:
+    g, base = notes
     async with chromium() as browser:
         page = await sign_in(browser, g, "agent-alice")
         row = page.locator("#grants li", has_text="notes")
@@ -141,15 +144,18 @@ async def test_a_member_connects_its_own_oauth_server_and_its_agent_uses_that_gr
     async with member(g, "agent-bob") as bob:  # bob granted nothing: he is told where to, not let in
         refused = await bob.call_tool("notes__whoami", {})
         assert refused.is_error and "'agent-bob' connects it in the members' console" in text(refused)
+    # registered at its authorization server: the owner's own start (no member), and alice's Connect; no
+    # member's start without a grant registers a client (alice's before she connected, bob's)
+    assert control(base, "stats") == {"codes": 1, "refreshes": 0, "registrations": 2}
     # the grant lives in alice's own 0600 file only
     held = member_secrets.path_of("agent-alice")
     assert held.stat().st_mode & 0o777 == 0o600 and "notes.tokens" in held.read_text()
     assert "notes.tokens" not in "".join(p.read_text(errors="ignore") for p in g.home.rglob("*.json") if p != held)
 
 
-async def test_a_grant_is_finished_only_by_the_session_that_started_it(notes: Gateway) -> None:
+async def test_a_grant_is_finished_only_by_the_session_that_started_it(notes: tuple[Gateway, str]) -> None:
     """A link to the callback carried to another member's browser does not connect that member."""
-    g = notes
+    g, _ = notes
     async with chromium() as browser:
         alice = await sign_in(browser, g, "agent-alice")
         started = await alice.evaluate(

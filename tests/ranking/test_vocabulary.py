@@ -142,7 +142,7 @@ def test_a_name_that_starts_with_a_noun_has_no_action() -> None:
 
 
 def test_a_fact_to_keep_is_an_argument_not_the_action() -> None:
-    """"remember that Alice works at Acme": the words after "that" are the fact, weighed as an argument
+    """ "remember that Alice works at Acme": the words after "that" are the fact, weighed as an argument
     and kept from the embedder; a "Note that ..." inside a task is no verb of keeping."""
     kept = rewrite("remember that Alice works at Acme")
     assert kept.weights["work"] == vocabulary.FACT_WEIGHT and kept.weights["rememb"] == 1.0
