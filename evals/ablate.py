@@ -36,7 +36,7 @@ def measure(ranker: str) -> dict[tuple[str, str], float]:
     out: dict[tuple[str, str], float] = {}
     names = list(datasets.DATASETS + datasets.EXTRA_DATASETS)
     with tempfile.TemporaryDirectory(prefix="coffer-ablate-") as tmp:
-        for row in tool_search.run(names, [ranker], cache_dir=Path(tmp)):
+        for row in tool_search.run(names, [ranker], cache_dir=Path(tmp), abstention=False):  # rules: ranking only
             for metric in METRICS:
                 if row.get(metric) is not None:
                     out[(row["dataset"], metric)] = float(row[metric])
