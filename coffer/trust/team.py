@@ -15,7 +15,9 @@ fetched again when a token names a key not seen: rotation), its `iss`, `aud` (th
 and `nbf`, and the scopes; a token that is not a JWT by introspection (RFC 7662) where `[team]` names an
 `introspection_client` (id and secret reference) the provider knows. A valid token whose claims match
 no `members` entry is refused: a member with no mapping sees nothing. The token is never passed on:
-upstreams get Coffer's own credentials, as they do for a single user.
+upstreams get Coffer's own credentials, as they do for a single user, the member's own, or a token the
+provider issues for them in exchange for the member's (coffer.trust.exchange, which is why the Verifier
+keeps each member's latest token, in memory only).
 
 `members` as a table maps each entry to the profile that bounds what its members reach, the first
 entry a token matches in the order written (a firewall's rule, not a union):
