@@ -214,13 +214,16 @@ class MemberConsole:
             with speaking(member):
                 reach = await self.reach_of(member)
             names = await anyio.to_thread.run_sync(member_secrets.names, member.sub)
+            grants = await anyio.to_thread.run_sync(
+                lambda: {name: oauth_store.state(name, member.sub) for name in sorted(reach.grantable)}
+            )
             body = {
                 "sub": member.sub,
                 "via": member.via,
                 "profile": reach.profile,
                 "tools": reach.tools,
                 "secrets": names,
-                "grants": {name: oauth_store.state(name, member.sub) for name in sorted(reach.grantable)},
+                "grants": grants,
             }
             await _json(send, 200, body)
             return
