@@ -82,10 +82,9 @@ def parse_search(argv: Sequence[str]) -> tuple[str, int, bool, str] | None:
 def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
     """Rank the saved catalogue and print the result: the body of `coffer search` on either path."""
     from coffer.cli import render
-    from coffer.manage.search import Lacking, hidden_note, search_snapshot
+    from coffer.manage.search import hidden_note, search_or_lacking
 
-    lacking: list[Lacking] = []
-    result = search_snapshot(query, top_k, ranker, lacking=lacking)
+    result, lacking = search_or_lacking(query, top_k, ranker)
     if result.note:
         render.say(result.note)
     hidden = hidden_note(result.hidden)
@@ -96,16 +95,16 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
         answer = {"version": render.JSON_VERSION, "query": query, "ranker": result.ranker}
         answer |= {"total_searched": result.total, "tools": [] if lacking else found, "hidden": result.hidden}
         if lacking:  # what coffer__search_tools tells an agent: nothing here, what ranked closest, the registry's
-            answer |= {"lacking": lacking[0].words, "closest": found[:3], "registry": lacking[0].servers}
+            answer |= {"lacking": lacking.words, "closest": found[:3], "registry": lacking.servers}
         render.print_json(answer)
         return
     if lacking:
-        words = ", ".join(repr(w) for w in lacking[0].words)
+        words = ", ".join(repr(w) for w in lacking.words)
         render.say(f"nothing in this vault serves {words}: closest here is {', '.join(d['name'] for d in found[:3])}")
-        if lacking[0].servers:
+        if lacking.servers:
             render.table(
                 ["registry server", "about", "add it"],
-                [(o["name"], render.first_line(o["about"], 60), o["install"]) for o in lacking[0].servers],
+                [(o["name"], render.first_line(o["about"], 60), o["install"]) for o in lacking.servers],
                 caption="from the registry cache (coffer find for more)",
             )
         return

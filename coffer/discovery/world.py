@@ -149,6 +149,33 @@ def asks_elsewhere(query: str, vault_knows: Callable[[str], bool], known: Words 
     return [word for word, strength in services(query, vault_knows, known) if strength > THRESHOLD]
 
 
+_VOCABULARIES: dict[str, Callable[[str], bool]] = {}
+
+
+def lacking(
+    query: str,
+    tools: Iterable[ToolLike],
+    stem_known: Callable[[str], bool],
+    registries: Iterable[str],
+    key: str | None = None,
+) -> list[str]:
+    """The words by which `query` asks for a service the vault's `tools` lack, by the registry cache of
+    `registries` (never the network); none without a cache. With `key` (the catalogue's), the vault's
+    words are read once per catalogue (the gateway's call path), else every time (one `coffer search`)."""
+    urls = list(dict.fromkeys(registries))
+    known = words(urls) if urls else None
+    if known is None:
+        return []
+    knows = _VOCABULARIES.get(key) if key is not None else None
+    if knows is None:
+        knows = vault_vocabulary(tools, stem_known)
+        if key is not None:
+            _VOCABULARIES[key] = knows
+            while len(_VOCABULARIES) > 8:  # a few catalogues (profiles) at a time
+                _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
+    return asks_elsewhere(query, knows, known)
+
+
 def vault_vocabulary(tools: Iterable[ToolLike], stem_known: Callable[[str], bool]) -> Callable[[str], bool]:
     """Whether the vault's tools know a word: as written in their names, descriptions and schemas, or
     as a stem their index holds ("messages": messag); "HubSpot" known as "hub" and "spot" is not "hubspot"."""

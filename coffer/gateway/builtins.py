@@ -276,7 +276,9 @@ async def search_tools(
         ranker = cached_ranker(
             docs, mode="hybrid", cache_dir=paths.cache_dir(), key=catalogue_key, implied_needs=True, english_docs=True
         )
-        elsewhere = _asks_elsewhere(query, visible, catalogue_key, ranker, registries)
+        from coffer.discovery import world
+
+        elsewhere = world.lacking(query, visible, ranker.knows_word, registries, catalogue_key)
         unknown = elsewhere or (ranker.unmatched(query) if registries else [])
         offers: list[dict[str, str]] = []
         if unknown:
@@ -360,29 +362,6 @@ def _words_of(query: str, terms: list[str]) -> list[str]:
 
     words = [w for w in re.findall(r"[A-Za-z0-9]+", query) if w.lower() in terms or set(tokenize(w)) & set(terms)]
     return list(dict.fromkeys(words)) or terms
-
-
-_VOCABULARIES: dict[str, Callable[[str], bool]] = {}
-
-
-def _asks_elsewhere(
-    query: str, visible: Sequence[CatalogueTool], key: str, ranker: Any, registries: Sequence[str]
-) -> list[str]:
-    """The query's words that ask for a service the vault lacks, by the registry cache's names
-    (coffer.discovery.world); none without a cache. The vault's words are read once per catalogue."""
-    if not registries:
-        return []
-    from coffer.discovery import world
-
-    known = world.words(list(registries))
-    if known is None:
-        return []
-    knows = _VOCABULARIES.get(key)
-    if knows is None:
-        knows = _VOCABULARIES[key] = world.vault_vocabulary(visible, ranker.knows_word)
-        while len(_VOCABULARIES) > 8:  # a few catalogues (profiles) at a time
-            _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
-    return world.asks_elsewhere(query, knows, known)
 
 
 async def ask(ctx: Any, args: dict[str, Any], servers: list[str]) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 
+from coffer.discovery import world
 from coffer.errors import NotFoundError, UsageError
-from coffer.ranking import RankResult, cached_ranker, docs_from_tools, search_tools
+from coffer.ranking import Ranker, RankResult, cached_ranker, docs_from_tools, search_tools
 from coffer.trust import curation
 from coffer.trust.pinning import Pins
 from coffer.vault import catalogue, paths, registry
@@ -26,15 +27,35 @@ class Lacking:
     servers: list[dict[str, str]]
 
 
-def search_snapshot(
-    query: str, k: int = 5, mode: str = "hybrid", explain: bool = False, lacking: list[Lacking] | None = None
-) -> RankResult:
-    """Rank the saved catalogue snapshot's tools an agent may see (`curation.visible_tools`), offline;
-    where the query asks for a service the vault lacks, `lacking` (when given) gets it, and the hits
-    are what ranked closest.
+def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool = False) -> RankResult:
+    """Rank the saved catalogue snapshot's tools an agent may see (`curation.visible_tools`), offline.
 
     Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1.
     """
+    return _ranked(query, k, mode, explain)[0]
+
+
+def search_or_lacking(query: str, k: int = 5, mode: str = "hybrid") -> tuple[RankResult, Lacking | None]:
+    """`search_snapshot`, and what the query asks for that the vault lacks (then the hits are what
+    ranked closest), by the registry cache (never the network)."""
+    result, tools, reg = _ranked(query, k, mode, False)
+    words = world.lacking(query, tools, _ranker(tools, mode).knows_word, reg.registries.values())
+    if not words:
+        return result, None
+    from coffer.discovery.rank import suggest
+
+    return result, Lacking(words, suggest(query, words, list(dict.fromkeys(reg.registries.values()))))
+
+
+def _ranker(tools: list[catalogue.CatalogueTool], mode: str) -> Ranker:
+    """The ranker `search_tools` built for these tools (kept: coffer.ranking.reuse)."""
+    docs = docs_from_tools(tools)
+    return cached_ranker(docs, mode=mode, cache_dir=paths.cache_dir(), implied_needs=True, english_docs=True)
+
+
+def _ranked(
+    query: str, k: int, mode: str, explain: bool
+) -> tuple[RankResult, list[catalogue.CatalogueTool], registry.Registry]:
     if not query.strip():
         raise UsageError("the query is empty")
     if k < 1:
@@ -57,29 +78,7 @@ def search_snapshot(
         counts = Counter(why[d.id] for d, _ in everything.hits if d.id in why)
         shown = [{"server": srv, "count": n, "why": why_, "fix": fix} for (srv, why_, fix), n in sorted(counts.items())]
         result = dataclasses.replace(result, hidden=shown)
-    if lacking is not None and reg.registries:
-        found = _lacking(query, tools, list(dict.fromkeys(reg.registries.values())), mode)
-        if found is not None:
-            lacking.append(found)
-    return result
-
-
-def _lacking(query: str, tools: list[catalogue.CatalogueTool], registries: list[str], mode: str) -> Lacking | None:
-    """The service the query asks for that the vault lacks, by the registry cache (never the network)."""
-    from coffer.discovery import world
-
-    known = world.words(registries)
-    if known is None:
-        return None
-    ranker = cached_ranker(
-        docs_from_tools(tools), mode=mode, cache_dir=paths.cache_dir(), implied_needs=True, english_docs=True
-    )
-    words = world.asks_elsewhere(query, world.vault_vocabulary(tools, ranker.knows_word), known)
-    if not words:
-        return None
-    from coffer.discovery.rank import suggest
-
-    return Lacking(words, suggest(query, words, registries))
+    return result, tools, reg
 
 
 def hidden_note(hidden: list[dict[str, object]]) -> str | None:
