@@ -210,7 +210,8 @@ def server(gateway: Gateway, token: str | None, quiet: bool = False, team: Verif
         from coffer.trust.exchange import Exchanger
 
         gateway.pool.exchanger = Exchanger(team)  # `exchange` servers: members' tokens traded (RFC 8693)
-        console = MemberConsole(team, gateway.listings.reach_of, gateway.pool.forget_member, gateway.pool.spawn)
+        listings, pool = gateway.listings, gateway.pool
+        console = MemberConsole(team, listings.reach_of, pool.forget_member, pool.spawn, listings.grantable)
         app = _team_guarded(app, team, gateway.pool.forget_member, console)
     elif token is not None:
         app = _guarded(app, token)

@@ -154,13 +154,17 @@ class Listings:
         from coffer.gateway.memberconsole import Reach
 
         tools = self.reachable((await self.settled()).visible_tools)
+        return Reach(member.profile, sorted(t.name for t in tools), self.grantable())
+
+    def grantable(self) -> dict[str, str]:
+        """The per-member servers that authorise with OAuth which the member being served reaches, by
+        name, with their URLs: what it connects in the members' console (read from the vault as it is)."""
         reached = self.servers_reached()
-        grantable = {
+        return {
             name: cfg.url
             for name, cfg in self.view.current_registry().servers.items()
             if cfg.url and cfg.oauth and cfg.share == "member" and cfg.enabled and (reached is None or name in reached)
         }
-        return Reach(member.profile, sorted(t.name for t in tools), grantable)
 
     def servers_reached(self) -> set[str] | None:
         """The servers whose prompts, resources and knowledge the request may reach (None: all)."""

@@ -70,8 +70,10 @@ class MemberConsole:
         reach_of: Callable[[Member], Awaitable[Reach]],
         on_secret: Callable[[str], None],
         spawn: Callable[..., Any],
+        grantable: Callable[[], dict[str, str]],
     ) -> None:
         self.verifier, self.reach_of, self.on_secret, self.spawn = verifier, reach_of, on_secret, spawn
+        self.grantable = grantable  # the member being served's per-member OAuth servers (Listings.grantable)
         self.team = verifier.team
         parts = urlsplit(self.team.resource)
         self.origin = f"{parts.scheme}://{parts.netloc}"
@@ -266,7 +268,7 @@ class MemberConsole:
         from coffer.trust.team import speaking
 
         with speaking(member):
-            url = (await self.reach_of(member)).grantable.get(server)
+            url = self.grantable().get(server)
         if url is None:
             await _json(send, 404, {"error": f"'{server}' is no per-member OAuth server you reach"})
             return
