@@ -223,14 +223,14 @@ def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     return found
 
 
-def _fact(words: list[str]) -> tuple[int] | None:
+def _fact(words: list[str]) -> int | None:
     """Where a fact to keep starts: the word after "that" following the verb of keeping the ask opens with
     ("note down that ..."; "Note that ..." inside a task is no such verb)."""
     for i, word in enumerate(words[:2]):
         if word in KEEP_VERBS and (i == 0 or words[0] == "please"):
             for j in range(i + 1, min(i + 3, len(words))):
                 if words[j] == "that" and j + 1 < len(words):
-                    return (j + 1,)
+                    return j + 1
     return None
 
 
@@ -244,8 +244,8 @@ def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
     weights: dict[str, float] = dict.fromkeys(terms, 1.0)
     fact = _fact(words) if vocabulary else None
     if fact is not None:
-        head = set(tokenize(" ".join(words[: fact[0]])))
-        for term in tokenize(" ".join(words[fact[0] :])):
+        head = set(tokenize(" ".join(words[:fact])))
+        for term in tokenize(" ".join(words[fact:])):
             if term not in head:
                 weights[term] = FACT_WEIGHT
     mapped = intents(words) if vocabulary else []
@@ -265,7 +265,7 @@ def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
         for word, targets in mapped:
             if word == action:
                 action_families = action_families.union(*(families(t) for t in targets))
-    text = expand_abbreviations(query if fact is None else " ".join(words[: fact[0]]) + " a fact")
+    text = expand_abbreviations(query if fact is None else " ".join(words[:fact]) + " a fact")
     if extra:
         text = f"{text} ({' '.join(dict.fromkeys(extra))})"
     return Rewrite(terms=terms, weights=weights, text=text, action=action, families=action_families)

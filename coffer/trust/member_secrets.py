@@ -56,12 +56,11 @@ def _load(sub: str) -> dict[str, str]:
     return _read(sub)["secrets"]
 
 
-def _save(sub: str, values: dict[str, str], grants: dict[str, str] | None = None) -> None:
-    if grants is None:
-        grants = _read(sub)["oauth"]
-    body = {"version": FILE_VERSION, "sub": sub, "secrets": dict(sorted(values.items()))}
-    if grants:
-        body["oauth"] = dict(sorted(grants.items()))
+def _save(sub: str, held: dict[str, dict[str, str]]) -> None:
+    """Write the member's whole file (`_read`'s shape): its secrets and its grants."""
+    body = {"version": FILE_VERSION, "sub": sub, "secrets": dict(sorted(held["secrets"].items()))}
+    if held["oauth"]:
+        body["oauth"] = dict(sorted(held["oauth"].items()))
     atomic_write(path_of(sub), json.dumps(body, indent=1) + "\n", mode=0o600)
 
 
@@ -78,7 +77,7 @@ def set_grant(sub: str, key: str, value: str | None) -> None:
             held["oauth"].pop(key, None)
         else:
             held["oauth"][key] = value
-        _save(sub, held["secrets"], held["oauth"])
+        _save(sub, held)
 
 
 def put(sub: str, name: str, value: str) -> None:
@@ -88,19 +87,19 @@ def put(sub: str, name: str, value: str) -> None:
         raise UsageError(f"a member secret is 1 to {MAX_VALUE} characters, without NUL")
     redact.register(value)
     with locked(path_of(sub)):
-        values = _load(sub)
-        values[name] = value
-        _save(sub, values)
+        held = _read(sub)
+        held["secrets"][name] = value
+        _save(sub, held)
 
 
 def remove(sub: str, name: str) -> bool:
     """Drop the member's secret `name`; False when it had none."""
     validate_name(name)
     with locked(path_of(sub)):
-        values = _load(sub)
-        if values.pop(name, None) is None:
+        held = _read(sub)
+        if held["secrets"].pop(name, None) is None:
             return False
-        _save(sub, values)
+        _save(sub, held)
     return True
 
 

@@ -83,7 +83,7 @@ async def provider_for(
         from coffer.trust import oauth_store
 
         if await anyio.to_thread.run_sync(oauth_store.state, server, member) == "none":  # nothing granted:
-            yield NotGranted(f"server '{server}' needs authorisation: '{member}' connects it in the members' console")
+            yield NotGranted(_needs(server, member))
             return  # said at once, with no client registered at its authorization server for nothing
         yield unattended(server, url, member)
         return
@@ -139,8 +139,7 @@ def client_metadata(redirect_uri: str, scope: str | None = None) -> OAuthClientM
 
 def unattended(server: str, url: str, member: str | None = None) -> OAuthClientProvider:
     """A provider for `coffer serve`: stored tokens, refreshed as needed; never asks a person."""
-    how = f"run `coffer auth {server}`" if member is None else f"'{member}' connects it in the members' console"
-    said = f"server '{server}' needs authorisation: {how}"
+    said = _needs(server, member)
 
     async def refuse(_url: str) -> None:
         raise AuthorizationNeeded(said)
@@ -150,6 +149,12 @@ def unattended(server: str, url: str, member: str | None = None) -> OAuthClientP
 
     store = OAuthStore(server, member)
     return CofferOAuth(url, client_metadata("http://127.0.0.1/callback"), store, refuse, nothing)
+
+
+def _needs(server: str, member: str | None) -> str:
+    """The line an upstream without an authorisation fails with: who gives it, and where."""
+    how = f"run `coffer auth {server}`" if member is None else f"'{member}' connects it in the members' console"
+    return f"server '{server}' needs authorisation: {how}"
 
 
 class Grant:

@@ -20,13 +20,17 @@ async function api(method, path, body) {
   return data;
 }
 
+function placeholder(text) {
+  const none = document.createElement("li");
+  none.textContent = text;
+  return none;
+}
+
 function listSecrets(names) {
   const list = $("secrets");
   list.replaceChildren();
   if (!names.length) {
-    const none = document.createElement("li");
-    none.textContent = "none yet";
-    list.append(none);
+    list.append(placeholder("none yet"));
   }
   for (const name of names) {
     const item = document.createElement("li");
@@ -54,9 +58,7 @@ function listGrants(grants) {
   list.replaceChildren();
   const names = Object.keys(grants);
   if (!names.length) {
-    const none = document.createElement("li");
-    none.textContent = "none to connect";
-    list.append(none);
+    list.append(placeholder("none to connect"));
   }
   for (const name of names) {
     const item = document.createElement("li");
