@@ -26,6 +26,26 @@ function placeholder(text) {
   return none;
 }
 
+// One list item: the name, what else it shows, and a button whose action's error is said, not thrown.
+function row(name, label, action, ...shown) {
+  const item = document.createElement("li");
+  const code = document.createElement("code");
+  code.textContent = name;
+  const button = document.createElement("button");
+  button.type = "button";
+  button.textContent = label;
+  button.dataset.name = name;
+  button.addEventListener("click", async () => {
+    try {
+      await action();
+    } catch (err) {
+      $("said").textContent = err.message;
+    }
+  });
+  item.append(code, " ", ...shown.flatMap((el) => [el, " "]), button);
+  return item;
+}
+
 function listSecrets(names) {
   const list = $("secrets");
   list.replaceChildren();
@@ -33,23 +53,10 @@ function listSecrets(names) {
     list.append(placeholder("none yet"));
   }
   for (const name of names) {
-    const item = document.createElement("li");
-    const code = document.createElement("code");
-    code.textContent = name;
-    const drop = document.createElement("button");
-    drop.type = "button";
-    drop.textContent = "Remove";
-    drop.dataset.name = name;
-    drop.addEventListener("click", async () => {
-      try {
-        listSecrets((await api("DELETE", "/secrets/" + encodeURIComponent(name), {})).secrets);
-        $("said").textContent = `Removed ${name}.`;
-      } catch (err) {
-        $("said").textContent = err.message;
-      }
-    });
-    item.append(code, " ", drop);
-    list.append(item);
+    list.append(row(name, "Remove", async () => {
+      listSecrets((await api("DELETE", "/secrets/" + encodeURIComponent(name), {})).secrets);
+      $("said").textContent = `Removed ${name}.`;
+    }));
   }
 }
 
@@ -61,38 +68,26 @@ function listGrants(grants) {
     list.append(placeholder("none to connect"));
   }
   for (const name of names) {
-    const item = document.createElement("li");
-    const code = document.createElement("code");
-    code.textContent = name;
+    const connected = grants[name] === "authorised";
     const state = document.createElement("span");
     state.className = "state";
-    state.textContent = grants[name] === "authorised" ? "connected" : `not connected (${grants[name]})`;
-    const act = document.createElement("button");
-    act.type = "button";
-    act.textContent = grants[name] === "authorised" ? "Disconnect" : "Connect";
-    act.dataset.server = name;
-    act.addEventListener("click", async () => {
-      const path = "/connect/" + encodeURIComponent(name);
-      try {
-        if (act.textContent === "Disconnect") {
-          await api("DELETE", path, {});
-          $("said").textContent = `Disconnected ${name}.`;
-          await load();
-          return;
-        }
-        const answer = await api("POST", path, {});
-        if (answer.authorize) {
-          window.location.assign(answer.authorize);  // its authorization server, then back here
-          return;
-        }
-        $("said").textContent = `Connected ${name}.`;
+    state.textContent = connected ? "connected" : `not connected (${grants[name]})`;
+    const path = "/connect/" + encodeURIComponent(name);
+    list.append(row(name, connected ? "Disconnect" : "Connect", async () => {
+      if (connected) {
+        await api("DELETE", path, {});
+        $("said").textContent = `Disconnected ${name}.`;
         await load();
-      } catch (err) {
-        $("said").textContent = err.message;
+        return;
       }
-    });
-    item.append(code, " ", state, " ", act);
-    list.append(item);
+      const answer = await api("POST", path, {});
+      if (answer.authorize) {
+        window.location.assign(answer.authorize);  // its authorization server, then back here
+        return;
+      }
+      $("said").textContent = `Connected ${name}.`;
+      await load();
+    }, state));
   }
 }
 
