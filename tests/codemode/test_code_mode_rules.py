@@ -46,6 +46,7 @@ async def test_cancelling_the_run_cancels_its_inner_call(coffer_home: Path, tmp_
     server_key(coffer_home, "fx", "code_mode", "all")  # the fixture's tools carry no annotations
     settings(coffer_home)
     async with serve(coffer_home) as s:
+        await wait_started(s)  # the upstream's start is not what the bounded waits below measure
         async with anyio.create_task_group() as tg:
             tg.start_soon(s.call, "coffer__run", {"code": 'call_tool("fx__slow", {"seconds": 60})'})
             await wait_for(lambda: "slow:start" in read_events(events), what="the inner call to start")

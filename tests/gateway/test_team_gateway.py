@@ -4,10 +4,14 @@ the MCP SDK's own OAuth client, which discovers the provider from the gateway's 
 
 from __future__ import annotations
 
+import json
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -60,19 +64,52 @@ class Idp:
 def start_idp(
     port: int, resource: str, kid: str, ttl: int = 300, fmt: str = "jwt", console: str = "", exchange_to: str = ""
 ) -> Idp:
-    argv = ["node", str(IDP), "--port", str(port), "--resource", resource, "--kid", kid, "--ttl", str(ttl)]
+    """The provider on `port`. A start that has not listened in 30 s is diagnosed (its stderr, and node's own
+    report of what its loop waits on) and tried once more: the provider is the tests' fixture, not Coffer."""
+    argv = ["node", "--report-on-signal", "--report-signal=SIGUSR2"]
+    argv += [str(IDP), "--port", str(port), "--resource", resource, "--kid", kid, "--ttl", str(ttl)]
     argv += ["--format", fmt] + (["--console-redirect", console] if console else [])
     argv += ["--exchange-to", exchange_to] if exchange_to else []
-    proc = subprocess.Popen(
-        [*argv, "--modules", str(MODULES)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
-    )
-    deadline = time.monotonic() + 30  # bounded: a provider that hangs before it listens fails, not the run
-    while not listening(port) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if proc.poll() is not None or not listening(port):
+    argv += ["--modules", str(MODULES)]
+    why = ""
+    for _ in range(2):
+        with tempfile.TemporaryDirectory() as scratch:
+            err = Path(scratch, "stderr")
+            with err.open("w") as sink:
+                proc = subprocess.Popen(
+                    [*argv[:3], f"--report-directory={scratch}", *argv[3:]],
+                    stdout=subprocess.DEVNULL,
+                    stderr=sink,
+                    text=True,
+                )
+            deadline = time.monotonic() + 30  # bounded: a provider that hangs before it listens fails, not the run
+            while not listening(port) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if proc.poll() is None and listening(port):
+                return Idp(f"http://127.0.0.1:{port}", port, proc)
+            why = idp_failure(proc, Path(scratch), err)
+        warnings.warn(f"the OpenID provider did not start on port {port}: {why}", stacklevel=2)
+    raise AssertionError(f"the OpenID provider did not start: {why}")
+
+
+def idp_failure(proc: subprocess.Popen[str], scratch: Path, err: Path) -> str:
+    """What a provider that did not listen was doing: its exit status or node's report, and its stderr."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGUSR2)
+        time.sleep(2)  # the report is written by node when its loop takes the signal; absent if the loop is stuck
         proc.kill()
-        raise AssertionError("the OpenID provider did not start")
-    return Idp(f"http://127.0.0.1:{port}", port, proc)
+        proc.wait()
+        reports = sorted(scratch.glob("report.*.json"))
+        if reports:
+            report = json.loads(reports[0].read_text())
+            handles = sorted({str(h.get("type")) for h in report.get("libuv", [])})
+            stack = report.get("javascriptStack", {}).get("stack", [])[:4]
+            state = f"alive, not listening; its loop holds {handles}; stack {stack}"
+        else:
+            state = "alive, not listening, and its loop did not answer the report signal (busy)"
+    else:
+        state = f"exited {proc.returncode}"
+    return f"{state}; stderr: {err.read_text()[-600:].strip()!r}"
 
 
 @dataclass
