@@ -122,8 +122,9 @@ def load(name: str, full: bool = False, part: str | None = None) -> Dataset:
     return Dataset(name=name, tools=tools, queries=queries, note=note)
 
 
-def out_of_vault(ds: Dataset) -> list[str]:
-    """data/out-of-vault's queries whose service no tool of `ds` names: the right answer is nothing."""
+def out_of_vault(ds: Dataset, heldout: bool = False) -> list[str]:
+    """data/out-of-vault's queries whose service no tool of `ds` names: the right answer is nothing.
+    `heldout`: the asks written after the abstention rule was tuned, never used to tune it."""
     text = " ".join(f"{t.name} {t.description}" for t in ds.tools).lower()
-    rows = _read_jsonl(DATA_DIR / "out-of-vault" / "queries.jsonl")
+    rows = _read_jsonl(DATA_DIR / "out-of-vault" / ("heldout.jsonl" if heldout else "queries.jsonl"))
     return [r["query"] for r in rows if r["service"].lower() not in text]

@@ -76,14 +76,15 @@ def evaluate(
     row.update({name: round(100.0 * value / n, 1) if n else 0.0 for name, value in totals.items()})
     # abstention: out-of-vault queries answered with nothing (right), in-vault ones (wrong); with the
     # recorded registry as the cache where it is here (coffer.discovery.world), as the gateway abstains
-    outside = datasets.out_of_vault(ds) if abstention else []
     if abstention:
         elsewhere = world_evidence(ds, ranker)
         wrong = sum(not hit or elsewhere(q.text) > THRESHOLD for q, hit in zip(ds.queries, answered, strict=True))
-        right = sum(not ranker.search(q, K).hits or elsewhere(q) > THRESHOLD for q in outside)
         row["wrong_abstain"] = round(100.0 * wrong / max(n, 1), 1)
-        row["abstain"] = round(100.0 * right / len(outside), 1) if outside else None
-        row["out_of_vault"] = len(outside)
+        for key, heldout in (("abstain", False), ("abstain_heldout", True)):
+            outside = datasets.out_of_vault(ds, heldout)
+            right = sum(not ranker.search(q, K).hits or elsewhere(q) > THRESHOLD for q in outside)
+            row[key] = round(100.0 * right / len(outside), 1) if outside else None
+            row[key.replace("abstain", "out_of_vault")] = len(outside)
     row["ms_per_query"] = round(1000.0 * search_s / n, 3) if n else 0.0
     row["build_s"] = round(build_s, 3)
     if ds.note:
@@ -112,12 +113,14 @@ def abstention_curve(names: list[str], cache_dir: Path | None) -> list[dict[str,
     for name in names:
         ds = datasets.load(name)
         evidence = world_evidence(ds, make_ranker(ds, "hybrid", cache_dir))
-        per_set.append((name, [evidence(q.text) for q in ds.queries], [evidence(q) for q in datasets.out_of_vault(ds)]))
+        outside = [[evidence(q) for q in datasets.out_of_vault(ds, heldout)] for heldout in (False, True)]
+        per_set.append((name, [evidence(q.text) for q in ds.queries], *outside))
     rows = []
     for th in CURVE:
-        wrong = {n: round(100.0 * sum(v > th for v in inside) / len(inside), 1) for n, inside, _ in per_set}
-        right = {n: round(100.0 * sum(v > th for v in out) / max(len(out), 1), 1) for n, _, out in per_set}
-        rows.append({"threshold": th, "wrong_abstain": wrong, "abstain": right})
+        wrong = {n: round(100.0 * sum(v > th for v in inside) / len(inside), 1) for n, inside, _, _ in per_set}
+        right = {n: round(100.0 * sum(v > th for v in out) / max(len(out), 1), 1) for n, _, out, _ in per_set}
+        held = {n: round(100.0 * sum(v > th for v in out) / max(len(out), 1), 1) for n, _, _, out in per_set}
+        rows.append({"threshold": th, "wrong_abstain": wrong, "abstain": right, "abstain_heldout": held})
     return rows
 
 
@@ -181,7 +184,7 @@ def default_rankers() -> list[str]:
 def _render(rows: list[dict]) -> None:
     from coffer.cli import render
 
-    cols = ["dataset", "ranker", "queries", *metrics.METRICS, "abstain", "wrong abst.", "ms/query"]
+    cols = ["dataset", "ranker", "queries", *metrics.METRICS, "abstain", "held-out", "wrong abst.", "ms/query"]
     render.table(
         [c.replace("recall", "R").replace("hit", "Hit").replace("mrr", "MRR").replace("ndcg", "nDCG") for c in cols],
         [
@@ -190,7 +193,7 @@ def _render(rows: list[dict]) -> None:
                 r["ranker"] if r["ran"] == r["ranker"] else f"{r['ranker']} (ran {r['ran']})",
                 r["queries"],
                 *("-" if r[m] is None else f"{r[m]:.1f}" for m in metrics.METRICS),
-                "-" if r.get("abstain") is None else f"{r['abstain']:.1f} of {r['out_of_vault']}",
+                *(_share(r, key) for key in ("abstain", "abstain_heldout")),
                 "-" if r.get("wrong_abstain") is None else f"{r['wrong_abstain']:.1f}",
                 f"{r['ms_per_query']:.2f}",
             ]
@@ -204,17 +207,31 @@ def _render(rows: list[dict]) -> None:
         render.say(note)
 
 
+def _share(row: dict[str, Any], key: str) -> str:
+    """An abstention figure with the number of asks it is over, or '-' where the set was not measured."""
+    if row.get(key) is None:
+        return "-"
+    return f"{row[key]:.1f} of {row[key.replace('abstain', 'out_of_vault')]}"
+
+
 def _render_curve(curve: list[dict[str, Any]]) -> None:
     from coffer.cli import render
 
     sets = list(curve[0]["abstain"])
     render.table(
-        ["threshold", "wrong abst. (worst set)", "abstain (least set)", *(f"{n}: wrong / abst." for n in sets)],
+        [
+            "threshold",
+            "wrong abst. (worst set)",
+            "abstain (least set)",
+            "held-out (least set)",
+            *(f"{n}: wrong / abst." for n in sets),
+        ],
         [
             [
                 f"{row['threshold']:.3g}" + (" (shipped)" if row["threshold"] == THRESHOLD else ""),
                 f"{max(row['wrong_abstain'].values()):.1f}",
                 f"{min(row['abstain'].values()):.1f}",
+                f"{min(row['abstain_heldout'].values()):.1f}",
                 *(f"{row['wrong_abstain'][n]:.1f} / {row['abstain'][n]:.1f}" for n in sets),
             ]
             for row in curve
