@@ -89,7 +89,8 @@ async def _list_direct() -> list[dict[str, Any]]:
 
 
 def gateway_env(home: Path) -> dict[str, str]:
-    return dict(os.environ) | {"COFFER_HOME": str(home), "PYTHONPATH": str(ROOT)}
+    # an engine a gateway started ends with its last session, not 10 minutes after the bench
+    return dict(os.environ) | {"COFFER_HOME": str(home), "PYTHONPATH": str(ROOT), "COFFER_ENGINE_IDLE": "0"}
 
 
 async def timed_call(s: ClientSession, tool: str, i: int) -> float:

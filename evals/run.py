@@ -305,8 +305,10 @@ def main(argv: list[str] | None = None) -> int:
 
         if evals.find.available():
             found = evals.find.evaluate(verbose=True)
-            evals.find.print_report(found)
+            held = evals.find.evaluate(verbose=True, heldout=True)
+            evals.find.print_report(found, held)
             payload["find"] = found
+            payload["find_heldout"] = held
         else:
             print(f"find: skipped, the recorded registry is not here ({evals.find.REGISTRY_FILE})")
     if args.json_path:

@@ -174,14 +174,14 @@ def generation(registries: list[str], path: Path | None = None) -> str:
     return hashlib.sha256(repr(gens).encode()).hexdigest()[:24]
 
 
-def index_rows(registries: list[str]) -> list[tuple[int, str, str]]:
-    """(row id, short name, text) of every cached entry of these registries, in the table's order (a
+def index_rows(registries: list[str]) -> list[tuple[int, str, str, str]]:
+    """(row id, name, short name, text) of every cached entry of these registries, in the table's order (a
     fixed one while `generation` is: the ranker's saved index is keyed by it, and holds the ids and
     names, so a search over an unchanged cache reads none of this)."""
     marks = ",".join("?" * len(registries))
     with _open() as conn:  # `+registry`: a plain scan, faster here than walking the primary key's index
         return conn.execute(
-            f"SELECT rowid, short, text FROM entries WHERE +registry IN ({marks}) ORDER BY rowid", registries
+            f"SELECT rowid, name, short, text FROM entries WHERE +registry IN ({marks}) ORDER BY rowid", registries
         ).fetchall()
 
 

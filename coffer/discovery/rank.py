@@ -93,7 +93,9 @@ def index(registries: list[str]) -> Ranker | None:
     rows = cache.index_rows(registries)
     if not rows:
         return None
-    docs = [Doc(id=str(rowid), name=short, text=text) for rowid, short, text in rows]
+    # the publisher's name is a word of its servers: Cloudinary's `io.github.cloudinary/asset-management-mcp`
+    # says "cloudinary" nowhere else, and would be found for no ask that names Cloudinary
+    docs = [Doc(id=str(rowid), name=short, text=f"{text} {publisher(name)}") for rowid, name, short, text in rows]
     return Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True)
 
 
@@ -108,7 +110,7 @@ def derive(registries: list[str]) -> None:
 
 def index_key(registries: list[str]) -> str:
     """What the saved index of these registries' cache is keyed by: it changes when any entry does."""
-    return f"registries-rowid-{cache.generation(registries)}"  # the docs in row id order
+    return f"registries-rowid-v2-{cache.generation(registries)}"  # the docs in row id order; v2: publishers
 
 
 def _names_maker(entry: Entry, named: set[str]) -> bool:

@@ -56,6 +56,16 @@ def test_a_makers_own_server_leads_third_party_ones(
     assert all(not h["makers_own"] for h in hits if h["short"] == own["short"] and h["name"] != makers)
 
 
+def test_a_server_named_for_its_maker_only_by_its_namespace_is_found_by_the_makers_name(
+    world_home: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: nothing at all for "Cloudinary": Cloudinary's `io.github.cloudinary/asset-management-mcp`
+    says the word nowhere but in its namespace."""
+    for query in ("upload an image to Cloudinary", "cloudinary"):
+        names = [h["name"] for h in find(*world_home, query, monkeypatch)]
+        assert "io.github.cloudinary/asset-management-mcp" in names[:3], (query, names[:5])
+
+
 def test_what_fits_nothing_finds_nothing_and_every_hit_says_how_well_it_fits(
     world_home: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
