@@ -7,6 +7,7 @@ per-member server (`share = "member"`, given in the members' console) is kept in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,17 @@ class OAuthStore:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         _set(_name(self.server, "client"), client_info.model_dump_json(exclude_none=True), self.member)
+
+
+def registered_client(server: str) -> dict[str, Any] | None:
+    """The client registration kept for `server`: Coffer's own (registered by `coffer auth`) or the user's."""
+    return _get(_name(server, "client"))
+
+
+def forget_client(server: str) -> None:
+    """Drop only the client registration (the tokens stay): the next flow registers a new client."""
+    with contextlib.suppress(CofferError):  # NotFoundError among them: nothing was kept
+        secrets.remove_secret(_name(server, "client"))
 
 
 def state(server: str, member: str | None = None) -> str:

@@ -79,7 +79,7 @@ def describe(exc: BaseException, cfg: ServerConfig, stats: StreamStats) -> tuple
         return str(exc), "missing_secret", True
     if isinstance(exc, oauth.AuthorizationNeeded):
         return str(exc), "auth_needed", True
-    if isinstance(exc, OAuthFlowError):  # discovery, registration or token exchange refused
+    if isinstance(exc, OAuthFlowError | oauth.FlowFailed):  # discovery, registration, the page or the exchange
         return f"server '{cfg.name}': authorisation failed: {exc}", "auth_failed", True
     if isinstance(exc, FileNotFoundError | NotADirectoryError):
         return f"command not found: {cfg.command}", "spawn_enoent", True

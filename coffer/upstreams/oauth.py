@@ -14,6 +14,7 @@ upstream that needs a new authorisation fails with `AuthorizationNeeded`, which 
 from __future__ import annotations
 
 import os
+import socket
 import webbrowser
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -28,11 +29,12 @@ from mcp.client.auth.exceptions import OAuthFlowError
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 
 from coffer import __version__
-from coffer.errors import UpstreamError
+from coffer.errors import CofferError, UpstreamError
 from coffer.loopback import tcp_listener
-from coffer.trust import exchange
+from coffer.trust import exchange, oauth_store
 from coffer.trust.exchange import Exchanger
 from coffer.trust.oauth_store import OAuthStore
+from coffer.trust.redact import scrub
 from coffer.upstreams import sdk
 from coffer.vault.servers import ServerConfig
 
@@ -43,6 +45,11 @@ PERSON_WAIT_S = 300.0  # how long `coffer auth` waits for the browser to come ba
 
 class AuthorizationNeeded(UpstreamError):
     """The server needs a (new) authorisation and nobody is there to give it."""
+
+
+class FlowFailed(UpstreamError):
+    """The authorization flow itself failed: the authorization server refused the request, or nobody
+    came back from its page in time. Said as it is, not as the 401 that started the flow."""
 
 
 _person: dict[str, bool] = {}  # set by `coffer auth` (and `coffer call` with COFFER_AUTH_HEADLESS=1)
@@ -77,19 +84,12 @@ async def provider_for(
     if not enabled:
         yield None
         return
-    if member is not None:
-        import anyio
-
-        from coffer.trust import oauth_store
-
+    mode = person_mode()
+    if member is not None or mode is None:
         if await anyio.to_thread.run_sync(oauth_store.state, server, member) == "none":  # nothing granted:
             yield NotGranted(_needs(server, member))
             return  # said at once, with no client registered at its authorization server for nothing
         yield unattended(server, url, member)
-        return
-    mode = person_mode()
-    if mode is None:
-        yield unattended(server, url)
         return
     async with interactive(server, url, headless=mode) as provider:
         yield provider
@@ -108,7 +108,8 @@ async def connection_auth(cfg: ServerConfig, member: str | None, exchanger: Exch
 
 
 class NotGranted(httpx2.Auth):
-    """A member's connection to a server it has not connected in the console: refused before any request."""
+    """A connection to a server nobody has authorised yet (`coffer auth`, or a member in the console):
+    refused before any request, so nothing is registered at its authorization server on the way."""
 
     def __init__(self, said: str) -> None:
         self.said = said
@@ -123,7 +124,7 @@ class CofferOAuth(sdk.OAuthProvider):
     """The SDK's provider as Coffer completes it (coffer.gateway.sdk); a missing authorisation is a
     flow failure too, recorded for the upstream's one-line error."""
 
-    flow_errors = (OAuthFlowError, AuthorizationNeeded)
+    flow_errors = (OAuthFlowError, AuthorizationNeeded, FlowFailed)
 
 
 def client_metadata(redirect_uri: str, scope: str | None = None) -> OAuthClientMetadata:
@@ -208,6 +209,7 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
     """A provider that can run the authorization-code flow, with a loopback callback for as long as it is open."""
     headless = os.environ.get(HEADLESS_ENV) == "1" if headless is None else headless
     results: list[AuthorizationCodeResult] = []
+    refused: list[str] = []  # the authorization server's error, sent back instead of a code
     arrived = anyio.Event()
 
     async def serve_callback(stream: anyio.abc.SocketStream) -> None:
@@ -219,16 +221,19 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
             target = request.split(b" ", 2)[1].decode("latin-1") if request.count(b" ") >= 2 else "/"
             parts = urlsplit(target)
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
-            if parts.path == CALLBACK_PATH and "code" in query and not results:
+            if parts.path == CALLBACK_PATH and "code" in query and not arrived.is_set():
                 results.append(
                     AuthorizationCodeResult(code=query["code"], state=query.get("state"), iss=query.get("iss"))
                 )
+                arrived.set()
+            elif parts.path == CALLBACK_PATH and "error" in query and not arrived.is_set():  # RFC 6749 4.1.2.1
+                refused.append(" ".join(query[k] for k in ("error", "error_description") if k in query))
                 arrived.set()
             body = b"Coffer: authorised. You can close this window." if "code" in query else b"Coffer: no code."
             head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
             await stream.send(head.encode() + body)
 
-    listener = await anyio.abc.SocketListener.from_socket(tcp_listener())
+    listener = await anyio.abc.SocketListener.from_socket(await anyio.to_thread.run_sync(_callback_socket, server))
     port = listener.extra(anyio.abc.SocketAttribute.local_port)
     redirect_uri = f"http://127.0.0.1:{port}{CALLBACK_PATH}"
 
@@ -243,8 +248,13 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
             sys.stderr.write("coffer: no browser could be opened: open the address above yourself\n")
 
     async def callback() -> AuthorizationCodeResult:
-        with anyio.fail_after(PERSON_WAIT_S if not headless else 60.0):
+        waited = PERSON_WAIT_S if not headless else 60.0
+        with anyio.move_on_after(waited):
             await arrived.wait()
+        if refused:
+            raise FlowFailed(f"the authorization server refused: {scrub(refused[0])[:200]}")
+        if not results:
+            raise FlowFailed(f"nobody came back from the authorization page within {waited:g} s")
         return results[0]
 
     try:
@@ -258,6 +268,30 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
         await listener.aclose()
 
 
+def _callback_socket(server: str) -> socket.socket:
+    """The loopback socket the authorization server sends the browser back to. A client registered
+    before (by an earlier `coffer auth`, or given by the user) names one redirect address, and a strict
+    authorization server (the MCP SDK's own) accepts no other, so its port is listened on again. Where
+    Coffer's own registration names no port or its port is taken, it is dropped and the flow registers
+    anew; a user's client without a port gets any port (RFC 8252 7.3)."""
+    client = oauth_store.registered_client(server) or {}
+    uris = client.get("redirect_uris")
+    port = urlsplit(str(uris[0])).port if isinstance(uris, list) and uris else None
+    ours = str(client.get("client_name") or "").startswith("Coffer ")  # what a registration echoes back
+    if port:
+        try:
+            return tcp_listener(port)
+        except CofferError:
+            if not ours:
+                raise UpstreamError(
+                    f"cannot listen on 127.0.0.1:{port}, the redirect address of the client registered for "
+                    f"'{server}': free the port, or run `coffer auth {server} --logout` to register a new client"
+                ) from None
+    if ours:
+        oauth_store.forget_client(server)
+    return tcp_listener()
+
+
 async def _read_request(stream: anyio.abc.SocketStream) -> bytes:
     data = b""
     while b"\r\n\r\n" not in data and len(data) < 65536:
@@ -269,11 +303,26 @@ async def _follow(authorization_url: str) -> None:
     """Headless: fetch the authorization URL and follow its redirects to the loopback callback."""
     async with httpx2.AsyncClient(follow_redirects=True, timeout=30.0) as http:
         response = await http.get(authorization_url)
-    if response.status_code >= 400:
-        raise UpstreamError(
+    back = urlsplit(str(response.url)).path == CALLBACK_PATH  # the redirects reached the loopback callback
+    if response.status_code in (401, 403) or (response.status_code < 400 and not back):
+        raise FlowFailed(
             f"the authorization server answered HTTP {response.status_code}: it needs a person "
             "(run `coffer auth` without --headless)"
         )
+    if response.status_code >= 400:
+        raise FlowFailed(f"the authorization server refused the request (HTTP {response.status_code}{_said(response)})")
+
+
+def _said(response: httpx2.Response) -> str:
+    """An OAuth error response's own words (RFC 6749 4.1.2.1), short: what the server objected to."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    if not isinstance(body, dict):
+        return ""
+    words = " ".join(str(body[k]) for k in ("error", "error_description") if isinstance(body.get(k), str))
+    return f": {scrub(words)[:200]}" if words else ""
 
 
 def needs_oauth(status: int | None, www_authenticate: str | None) -> bool:

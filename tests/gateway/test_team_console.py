@@ -144,9 +144,9 @@ async def test_a_member_connects_its_own_oauth_server_and_its_agent_uses_that_gr
     async with member(g, "agent-bob") as bob:  # bob granted nothing: he is told where to, not let in
         refused = await bob.call_tool("notes__whoami", {})
         assert refused.is_error and "'agent-bob' connects it in the members' console" in text(refused)
-    # registered at its authorization server: the owner's own start (no member), and alice's Connect; no
-    # member's start without a grant registers a client (alice's before she connected, bob's)
-    assert control(base, "stats") == {"codes": 1, "refreshes": 0, "registrations": 2}
+    # registered at its authorization server: alice's Connect only; no start without a grant registers a
+    # client (the owner's own, alice's before she connected, bob's)
+    assert control(base, "stats") == {"codes": 1, "refreshes": 0, "registrations": 1}
     # the grant lives in alice's own 0600 file only
     held = member_secrets.path_of("agent-alice")
     assert held.stat().st_mode & 0o777 == 0o600 and "notes.tokens" in held.read_text()

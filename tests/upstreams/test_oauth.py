@@ -100,6 +100,47 @@ def test_sign_in_call_and_no_token_anywhere_else(cli: CliRunner, coffer_home: Pa
     assert "coffer auth fx" in out(refused)
 
 
+def test_a_server_started_before_it_is_authorised_registers_nothing_and_authorises_after(
+    cli: CliRunner, server: str
+) -> None:
+    """Before: an agent's start (unattended) registered a client at the authorization server with a
+    redirect address `coffer auth` never listens on, and `coffer auth` then failed, blaming a 401."""
+    run_cli(cli, "add", "fx", "--url", f"{server}/mcp")
+    refreshed = out(run_cli(cli, "refresh", code=None))
+    assert "needs authorisation: run `coffer auth fx`" in refreshed
+    assert control(server, "stats") == {"codes": 0, "refreshes": 0, "registrations": 0}
+    assert "'fx' authorised; it serves 2 tools" in out(run_cli(cli, "auth", "fx", "--headless"))
+    assert out(run_cli(cli, "call", "fx__whoami")).strip() == "authorised caller"
+
+
+def test_authorising_again_after_a_revocation_reuses_the_client(cli: CliRunner, server: str) -> None:
+    """What the revocation's error says to run works: the client registered by the first `coffer auth`
+    is used again, at the redirect address it was registered with (a strict authorization server)."""
+    signed_in(cli, server)
+    control(server, "revoke")
+    assert "run `coffer auth fx`" in out(run_cli(cli, "call", "fx__whoami", code=6))
+    assert "'fx' authorised" in out(run_cli(cli, "auth", "fx", "--headless"))
+    assert out(run_cli(cli, "call", "fx__whoami")).strip() == "authorised caller"
+    assert control(server, "stats") == {"codes": 2, "refreshes": 0, "registrations": 1}
+
+
+@pytest.fixture
+def denying() -> Iterator[str]:
+    yield from start("--deny")
+
+
+def test_an_authorisation_the_server_refuses_says_why(cli: CliRunner, server: str, denying: str) -> None:
+    """Before: both read "its authorisation expired or was revoked (HTTP 401)", and a refusal sent back
+    to the callback was waited on until the wait for a code ran out (60 s headless, 300 s in a browser)."""
+    run_cli(cli, "add", "fx", "--url", f"{server}/mcp", "--oauth-client-id", "nobody-knows-me")
+    unknown = out(run_cli(cli, "auth", "fx", "--headless", code=6))
+    assert "refused the request (HTTP 400: invalid_request Client ID 'nobody-knows-me' not found)" in unknown
+    run_cli(cli, "add", "no", "--url", f"{denying}/mcp")
+    declined = out(run_cli(cli, "auth", "no", "--headless", code=6))  # the refusal ends the wait for a code
+    assert "the authorization server refused: access_denied the user declined" in declined
+    assert "401" not in unknown + declined
+
+
 def test_an_expired_token_is_refreshed_before_use(cli: CliRunner, short_lived: str) -> None:
     signed_in(cli, short_lived)
     time.sleep(1.5)  # the access token (1 s) is past its time; the refresh token is not
