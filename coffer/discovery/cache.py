@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from coffer.discovery.entries import OFFICIAL_META, DiscoveryError, Entry, parse_item
+
+log = logging.getLogger("coffer.discovery")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -69,8 +72,24 @@ def cache_path() -> Path:
 
 
 def _open(path: Path | None = None) -> sqlite3.Connection:
-    conn = sqlite3.connect(path or cache_path(), timeout=10.0)
-    conn.executescript(SCHEMA)
+    """The cache, with its schema. One that is not a database (a damaged disk, a file written over) is
+    derived data: it is set aside beside itself, said once, and a new one is begun (the next read
+    fills it), rather than every `find` and `coffer__search_tools` failing on it."""
+    where = path or cache_path()
+    conn = sqlite3.connect(where, timeout=10.0)
+    try:
+        conn.executescript(SCHEMA)
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.OperationalError):  # locked, busy, read-only: not damage
+            raise
+        aside = where.with_name(f"{where.name}.unreadable")
+        where.replace(aside)
+        log.warning(
+            "coffer: the registry cache was unreadable (%s): set aside as %s; the next read fills a new one", exc, aside
+        )
+        conn = sqlite3.connect(where, timeout=10.0)
+        conn.executescript(SCHEMA)
     return conn
 
 

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from coffer.errors import CofferError
 from coffer.vault import paths
 
 if TYPE_CHECKING:
@@ -34,11 +35,20 @@ def open_db(path: Path | None = None, *, check_same_thread: bool = True) -> sqli
         # Create it 0600 from the first byte: it holds call history and notes.
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    db = sqlite_utils.Database(conn)
-    if db.journal_mode != "wal":
-        db.enable_wal()
-    conn.execute("PRAGMA synchronous = NORMAL")
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db = sqlite_utils.Database(conn)
+        if db.journal_mode != "wal":
+            db.enable_wal()
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if isinstance(exc, sqlite3.OperationalError):  # locked, busy, read-only: not damage
+            raise
+        raise CofferError(  # the user's data: never replaced behind their back
+            f"{path} cannot be read ({exc}): it holds the call log, the memory and the tools' pins, so "
+            "Coffer leaves it as it is; restore it from a backup, or move it aside to begin a new one"
+        ) from None
     for suffix in ("-wal", "-shm"):
         side = Path(str(path) + suffix)
         if side.exists():

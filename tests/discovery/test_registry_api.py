@@ -8,10 +8,12 @@ import copy
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from coffer.discovery import cache
 from coffer.discovery.client import RegistryClient
 from coffer.discovery.entries import DiscoveryError
+from tests.conftest import run_cli
 from tests.fixtures.registry_server import RecordedRegistry, recorded
 
 
@@ -87,3 +89,19 @@ def test_a_full_read_tells_its_progress_page_by_page(coffer_home: Path) -> None:
     with RecordedRegistry(page_limit=7) as reg:
         cache.refresh(reg.url, on_page=seen.append)
     assert len(seen) == -(-len(recorded()) // 7) and sum(seen) == len(recorded())
+
+
+def test_a_damaged_cache_is_set_aside_and_read_again(
+    coffer_home: Path, cli: CliRunner, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cache is derived data: one that is not a database is kept beside itself as `.unreadable`, said
+    once, and the next read fills a new one. Before: a traceback from every `find` and `doctor`."""
+    where = cache.cache_path()
+    where.write_bytes(b"not a database " * 100)
+    with RecordedRegistry() as reg:
+        empty = run_cli(cli, "find", "time", "--registry", reg.url, "--offline")
+        assert "the registry cache is empty" in empty.stderr  # type: ignore[attr-defined]
+        assert "set aside as" in caplog.text and "file is not a database" in caplog.text
+        assert where.with_name("registries.db.unreadable").read_bytes() == b"not a database " * 100
+        run_cli(cli, "find", "time", "--registry", reg.url, "--refresh")
+        assert cache.entry(reg.url, "io.github.modelcontextprotocol/server-time") is not None  # read anew
