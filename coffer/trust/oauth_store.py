@@ -98,6 +98,14 @@ def forget_client(server: str) -> None:
         secrets.remove_secret(_name(server, "client"))
 
 
+def grant_mark(server: str, member: str | None = None) -> float | None:
+    """When the server's tokens were obtained (None: there are none): a new grant changes it, so an
+    upstream that failed for want of one can tell that the user has since given it."""
+    data = _get(_name(server, "tokens"), member)
+    obtained = data.get("obtained_at") if data else None
+    return float(obtained) if isinstance(obtained, int | float) else None
+
+
 def state(server: str, member: str | None = None) -> str:
     """`authorised`, `expired` (an access token past its time, refreshable or not) or `none`."""
     data = _get(_name(server, "tokens"), member)

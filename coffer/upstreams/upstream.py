@@ -30,6 +30,7 @@ from pydantic import TypeAdapter
 from coffer import __version__
 from coffer.errors import UpstreamError
 from coffer.telemetry import otlp
+from coffer.trust import oauth_store
 from coffer.trust.exchange import Exchanger
 from coffer.trust.expand import resolved_env, resolved_headers
 from coffer.upstreams import denials, egress, oauth, outbound, sandbox
@@ -151,6 +152,7 @@ class Upstream:
         self._dirty: set[str] = set()
         self._relisting = False
         self._auth: Any = None  # the OAuth provider of the current HTTP connection, if any
+        self._grant: float | None = None  # the OAuth grant its last connection went with (grant_mark)
         self.problems: list[str] = []  # what its listing had to drop or repair (coffer doctor)
         self.told: frozenset[str] = frozenset()  # host capabilities this session was told of (coffer.gateway.relay)
         self.pids: set[int] = set()  # its processes now (the supervisor, on Linux), for `coffer status`
@@ -191,6 +193,8 @@ class Upstream:
             if not self._exited.is_set():
                 return self.session
             await self._done.wait()  # the process just died: let the supervisor record why (bounded)
+        if self.state is State.FAILED and await self._granted_since():
+            self.retry()  # the user did what its error said (`coffer auth`, the console's Connect)
         if self.state is State.FAILED:
             raise UpstreamUnavailable(f"server '{self.name}' cannot start: {self.last_error}")
         now = anyio.current_time()
@@ -207,6 +211,14 @@ class Upstream:
         if self.state is State.STARTING:
             raise UpstreamUnavailable(f"server '{self.name}' is still starting after {wait:g}s")
         raise UpstreamUnavailable(f"server '{self.name}' could not start: {self.last_error}")
+
+    async def _granted_since(self) -> bool:
+        """It failed for want of an OAuth grant, and the token store holds another one now (one read of
+        it, only for a call to such a failed server): a running gateway need not be restarted."""
+        if not self.cfg.oauth or self.error_class not in ("auth_needed", "auth_failed"):
+            return False
+        mark = await anyio.to_thread.run_sync(oauth_store.grant_mark, self.name, self.pool.member)
+        return mark != self._grant
 
     async def stop(self) -> None:
         """Stop the session and kill the server's process group (bounded, a few seconds at worst)."""
@@ -314,6 +326,8 @@ class Upstream:
         if cfg.url:
             headers = resolved_headers(cfg, member=self.pool.member)
             self.stats.secrets = tuple(headers.values())
+            if cfg.oauth:
+                self._grant = await anyio.to_thread.run_sync(oauth_store.grant_mark, cfg.name, self.pool.member)
             async with (
                 oauth.connection_auth(cfg, self.pool.member, self.pool.exchanger) as auth,
                 http_pipe(cfg.url, headers, self.stats, auth) as streams,

@@ -165,6 +165,24 @@ async def test_expiry_and_revocation_during_serve(cli: CliRunner, coffer_home: P
         revoked = await s.call("fx__whoami")
         assert revoked.is_error and "coffer auth fx" in text(revoked) and CANARY not in text(revoked)
         assert text(await s.call("local__echo", {"text": "still"})) == "still"  # the others go on
+        assert (await s.call("fx__whoami")).is_error  # failed for good: not retried against the server
+        # the user does what the error says, in another terminal: the running gateway takes the new grant
+        await anyio.to_thread.run_sync(lambda: run_cli(cli, "auth", "fx", "--headless"))
+        assert text(await s.call("fx__whoami")) == "authorised caller"
+
+
+@pytest.mark.anyio
+async def test_a_running_gateway_takes_a_first_sign_in_without_a_restart(
+    cli: CliRunner, coffer_home: Path, server: str
+) -> None:
+    """Before: after `coffer auth`, the agent's gateway kept answering "needs authorisation" until restarted."""
+    await anyio.to_thread.run_sync(lambda: run_cli(cli, "add", "fx", "--url", f"{server}/mcp"))
+    async with serve(coffer_home) as s:
+        refused = await s.call("fx__whoami")
+        assert refused.is_error and "needs authorisation: run `coffer auth fx`" in text(refused)
+        await anyio.to_thread.run_sync(lambda: run_cli(cli, "auth", "fx", "--headless"))
+        assert text(await s.call("fx__whoami")) == "authorised caller"
+    assert control(server, "stats") == {"codes": 1, "refreshes": 0, "registrations": 1}
 
 
 @pytest.fixture
