@@ -217,7 +217,7 @@ class MemberConsole:
                 reach = await self.reach_of(member)
             names = await anyio.to_thread.run_sync(member_secrets.names, member.sub)
             grants = await anyio.to_thread.run_sync(
-                lambda: {name: oauth_store.state(name, member.sub) for name in sorted(reach.grantable)}
+                lambda: {name: oauth_store.state(name, member.sub, at) for name, at in sorted(reach.grantable.items())}
             )
             body = {
                 "sub": member.sub,

@@ -196,7 +196,7 @@ def _diagnose(
         if cfg.oauth:
             from coffer.trust import oauth_store
 
-            diag.auth = oauth_store.state(cfg.name)
+            diag.auth = oauth_store.state(cfg.name, url=cfg.url)
             if diag.auth != "authorised":
                 diag.notes.append(f"OAuth: {diag.auth} (`coffer auth {cfg.name}`)")
         entry = snapshot.servers.get(cfg.name) if snapshot is not None else None

@@ -66,6 +66,7 @@ def remove_server(name: str, path: Path | None = None) -> list[str]:
     from coffer.upstreams import sandbox
 
     sandbox.forget(name)  # its own home (its package cache and state) goes with it
+    oauth_store.forget(name, client_too=True)  # its sign-in: never handed to a server added later by its name
     return _drop_installed_secrets(before, name)
 
 
@@ -169,7 +170,7 @@ def trust_states(reg: registry.Registry) -> dict[str, dict[str, Any]]:
             state = "disabled" if not cfg.enabled else ("needs approval" if approval != "approved" else "ok")
             if state == "ok" and held.get(name):
                 state = "tools held"
-            auth = oauth_store.state(name) if cfg.oauth else None
+            auth = oauth_store.state(name, url=cfg.url) if cfg.oauth else None
             if state == "ok" and auth in ("none", "expired"):
                 state = "needs sign-in"
             out[name] = {"state": state, "approval": approval, "held": sorted(held.get(name, [])), "auth": auth}

@@ -46,21 +46,32 @@ def _set(name: str, value: str | None, member: str | None) -> None:
         secrets.set_secret(name, value)
 
 
+def _tokens(server: str, member: str | None, url: str | None) -> dict[str, Any] | None:
+    """The kept tokens, unless they were granted for another address than `url`: a server removed and
+    added again under its name elsewhere, or edited to another URL, never receives the old one's token."""
+    data = _get(_name(server, "tokens"), member)
+    if data is None or (url is not None and data.get("for", url) != url):  # kept before `for`: no address
+        return None
+    return data
+
+
 class OAuthStore:
     """One server's tokens and client information (the SDK's `TokenStorage` protocol); `member`: a team
-    member's own grant to it."""
+    member's own grant to it; `url`: the server's address, which its tokens are kept for."""
 
-    def __init__(self, server: str, member: str | None = None) -> None:
+    def __init__(self, server: str, member: str | None = None, url: str | None = None) -> None:
         self.server = server
         self.member = member
+        self.url = url
 
     async def get_tokens(self) -> OAuthToken | None:
-        data = _get(_name(self.server, "tokens"), self.member)
+        data = _tokens(self.server, self.member, self.url)
         if data is None:
             return None
         from mcp.shared.auth import OAuthToken
 
         data.pop("obtained_at", None)
+        data.pop("for", None)
         expires_at = data.pop("expires_at", None)
         if isinstance(expires_at, int | float) and data.get("expires_in") is not None:
             data["expires_in"] = max(0, int(expires_at - time.time()))  # what is left, not what was granted
@@ -72,6 +83,8 @@ class OAuthStore:
         data = tokens.model_dump(mode="json", exclude_none=True)
         now = time.time()
         data["obtained_at"] = now
+        if self.url is not None:
+            data["for"] = self.url
         if tokens.expires_in is not None:
             data["expires_at"] = now + tokens.expires_in
         redact.register(tokens.access_token, tokens.refresh_token)
@@ -98,17 +111,18 @@ def forget_client(server: str) -> None:
         secrets.remove_secret(_name(server, "client"))
 
 
-def grant_mark(server: str, member: str | None = None) -> float | None:
+def grant_mark(server: str, member: str | None = None, url: str | None = None) -> float | None:
     """When the server's tokens were obtained (None: there are none): a new grant changes it, so an
     upstream that failed for want of one can tell that the user has since given it."""
-    data = _get(_name(server, "tokens"), member)
+    data = _tokens(server, member, url)
     obtained = data.get("obtained_at") if data else None
     return float(obtained) if isinstance(obtained, int | float) else None
 
 
-def state(server: str, member: str | None = None) -> str:
-    """`authorised`, `expired` (an access token past its time, refreshable or not) or `none`."""
-    data = _get(_name(server, "tokens"), member)
+def state(server: str, member: str | None = None, url: str | None = None) -> str:
+    """`authorised`, `expired` (an access token past its time, refreshable or not) or `none` (also when
+    its tokens were granted for another address than `url`)."""
+    data = _tokens(server, member, url)
     if data is None or not data.get("access_token"):
         return "none"
     expires_at = data.get("expires_at")

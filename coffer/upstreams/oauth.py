@@ -86,7 +86,7 @@ async def provider_for(
         return
     mode = person_mode()
     if member is not None or mode is None:
-        if await anyio.to_thread.run_sync(oauth_store.state, server, member) == "none":  # nothing granted:
+        if await anyio.to_thread.run_sync(oauth_store.state, server, member, url) == "none":  # nothing granted:
             yield NotGranted(_needs(server, member))
             return  # said at once, with no client registered at its authorization server for nothing
         yield unattended(server, url, member)
@@ -148,7 +148,7 @@ def unattended(server: str, url: str, member: str | None = None) -> OAuthClientP
     async def nothing() -> AuthorizationCodeResult:  # never reached: `refuse` raises first
         raise AuthorizationNeeded(said)
 
-    store = OAuthStore(server, member)
+    store = OAuthStore(server, member, url)
     return CofferOAuth(url, client_metadata("http://127.0.0.1/callback"), store, refuse, nothing)
 
 
@@ -186,7 +186,7 @@ class Grant:
             assert self._result is not None
             return self._result
 
-        store = OAuthStore(self.server, self.member)
+        store = OAuthStore(self.server, self.member, self.url)
         provider = CofferOAuth(self.url, client_metadata(self.redirect_uri), store, redirect, callback)
         try:
             with anyio.fail_after(PERSON_WAIT_S):
@@ -261,7 +261,7 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
         async with anyio.create_task_group() as tg:
             tg.start_soon(listener.serve, serve_callback)
             try:
-                yield CofferOAuth(url, client_metadata(redirect_uri), OAuthStore(server), redirect, callback)
+                yield CofferOAuth(url, client_metadata(redirect_uri), OAuthStore(server, url=url), redirect, callback)
             finally:
                 tg.cancel_scope.cancel()
     finally:  # closed once the accept loop is cancelled: closing under a pending accept raises in it

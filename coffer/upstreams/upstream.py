@@ -217,7 +217,7 @@ class Upstream:
         it, only for a call to such a failed server): a running gateway need not be restarted."""
         if not self.cfg.oauth or self.error_class not in ("auth_needed", "auth_failed"):
             return False
-        mark = await anyio.to_thread.run_sync(oauth_store.grant_mark, self.name, self.pool.member)
+        mark = await anyio.to_thread.run_sync(oauth_store.grant_mark, self.name, self.pool.member, self.cfg.url)
         return mark != self._grant
 
     async def stop(self) -> None:
@@ -327,7 +327,8 @@ class Upstream:
             headers = resolved_headers(cfg, member=self.pool.member)
             self.stats.secrets = tuple(headers.values())
             if cfg.oauth:
-                self._grant = await anyio.to_thread.run_sync(oauth_store.grant_mark, cfg.name, self.pool.member)
+                held = (cfg.name, self.pool.member, cfg.url)
+                self._grant = await anyio.to_thread.run_sync(oauth_store.grant_mark, *held)
             async with (
                 oauth.connection_auth(cfg, self.pool.member, self.pool.exchanger) as auth,
                 http_pipe(cfg.url, headers, self.stats, auth) as streams,

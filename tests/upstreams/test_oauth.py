@@ -4,10 +4,12 @@ during `serve`, reports revocation, fails cleanly on missing metadata, and never
 
 from __future__ import annotations
 
+import http.server
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -139,6 +141,51 @@ def test_an_authorisation_the_server_refuses_says_why(cli: CliRunner, server: st
     declined = out(run_cli(cli, "auth", "no", "--headless", code=6))  # the refusal ends the wait for a code
     assert "the authorization server refused: access_denied the user declined" in declined
     assert "401" not in unknown + declined
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, list[str]]]:
+    """Another server on 127.0.0.1 that asks for a Bearer token and records every Authorization it gets."""
+    seen: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("Authorization") or "")
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Bearer realm="other"')
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_port}/mcp", seen
+    finally:
+        httpd.shutdown()
+
+
+@pytest.mark.parametrize("how", ["remove and add", "edit the url"])
+def test_a_sign_in_never_goes_to_another_address_under_the_same_name(
+    cli: CliRunner, server: str, listener: tuple[str, list[str]], how: str
+) -> None:
+    """Before: `coffer remove fx` kept fx's tokens, and a server added (or edited) as fx at another address
+    was sent them on its first request (`Authorization: Bearer CANARY...`)."""
+    signed_in(cli, server)
+    other, seen = listener
+    if how == "remove and add":
+        run_cli(cli, "remove", "fx")
+        assert not any(s.name.startswith("oauth.fx.") for s in secrets.list_secrets())
+        run_cli(cli, "add", "fx", "--url", other, code=None)
+    else:
+        run_cli(cli, "edit", "fx", "--url", other)
+    refreshed = out(run_cli(cli, "refresh", code=None))
+    assert "coffer auth fx" in refreshed and CANARY not in refreshed
+    assert not any(CANARY in said for said in seen), seen
 
 
 def test_an_expired_token_is_refreshed_before_use(cli: CliRunner, short_lived: str) -> None:
