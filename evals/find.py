@@ -87,44 +87,50 @@ def _fits(hit: dict[str, Any], about: list[str]) -> bool:
     return any(word in text for word in about)
 
 
-def evaluate(verbose: bool = False, heldout: bool = False) -> dict[str, Any]:
+def evaluate(verbose: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The tuned asks' row and the held-out asks' row, over one read of the recording into a cache."""
+    from coffer.manage.discover import find
+
+    with recorded_cache() as size:
+        find("warm the index", mode="offline", k=K)  # the first find builds the saved index
+        return _judge("find-asks", asks(), size, verbose), _judge("find-asks/held-out", asks(True), size, verbose)
+
+
+def _judge(dataset: str, rows: list[dict[str, Any]], size: int, verbose: bool) -> dict[str, Any]:
     """vendor@3 and vendor MRR@10 over the asks with a vendor's own server, fit@3 over those with
     `about` words, and the share of made-up asks answered with nothing; ms per find."""
     from coffer.manage.discover import find
 
-    rows = asks(heldout)
     vendor_hits = vendor_rr = fit = 0.0
     n_vendor = n_about = n_none = none_right = 0
     shown = 0
     took = 0.0
     misses: list[str] = []
-    with recorded_cache() as size:
-        find("warm the index", mode="offline", k=K)  # the first find builds the saved index
-        for ask in rows:
-            t0 = time.perf_counter()
-            hits = find(ask["query"], mode="offline", k=K).hits
-            took += time.perf_counter() - t0
-            names = [h["name"] for h in hits]
-            shown += len(hits)
-            if ask.get("none"):
-                n_none += 1
-                none_right += not hits
-                if hits:
-                    misses.append(f"{ask['query']!r}: {len(hits)} shown, none expected")
-                continue
-            if ask.get("vendor"):
-                n_vendor += 1
-                rank = names.index(ask["vendor"]) + 1 if ask["vendor"] in names else 0
-                vendor_hits += 0 < rank <= 3
-                vendor_rr += 1.0 / rank if rank else 0.0
-                if not 0 < rank <= 3:
-                    misses.append(f"{ask['query']!r}: {ask['vendor']} at {rank or '-'}; top: {', '.join(names[:3])}")
-            if ask.get("about"):
-                n_about += 1
-                top = hits[:3]
-                fit += sum(_fits(h, ask["about"]) for h in top) / len(top) if top else 0.0
+    for ask in rows:
+        t0 = time.perf_counter()
+        hits = find(ask["query"], mode="offline", k=K).hits
+        took += time.perf_counter() - t0
+        names = [h["name"] for h in hits]
+        shown += len(hits)
+        if ask.get("none"):
+            n_none += 1
+            none_right += not hits
+            if hits:
+                misses.append(f"{ask['query']!r}: {len(hits)} shown, none expected")
+            continue
+        if ask.get("vendor"):
+            n_vendor += 1
+            rank = names.index(ask["vendor"]) + 1 if ask["vendor"] in names else 0
+            vendor_hits += 0 < rank <= 3
+            vendor_rr += 1.0 / rank if rank else 0.0
+            if not 0 < rank <= 3:
+                misses.append(f"{ask['query']!r}: {ask['vendor']} at {rank or '-'}; top: {', '.join(names[:3])}")
+        if ask.get("about"):
+            n_about += 1
+            top = hits[:3]
+            fit += sum(_fits(h, ask["about"]) for h in top) / len(top) if top else 0.0
     out = {
-        "dataset": "find-asks/held-out" if heldout else "find-asks",
+        "dataset": dataset,
         "registry": size,
         "asks": len(rows),
         "vendor@3": round(100.0 * vendor_hits / max(n_vendor, 1), 1),
@@ -168,4 +174,4 @@ def print_report(*rows: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    print_report(evaluate(verbose=True), evaluate(verbose=True, heldout=True))
+    print_report(*evaluate(verbose=True))

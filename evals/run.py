@@ -304,8 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         import evals.find
 
         if evals.find.available():
-            found = evals.find.evaluate(verbose=True)
-            held = evals.find.evaluate(verbose=True, heldout=True)
+            found, held = evals.find.evaluate(verbose=True)
             evals.find.print_report(found, held)
             payload["find"] = found
             payload["find_heldout"] = held
