@@ -227,7 +227,7 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
                 )
                 arrived.set()
             elif parts.path == CALLBACK_PATH and "error" in query and not arrived.is_set():  # RFC 6749 4.1.2.1
-                refused.append(" ".join(query[k] for k in ("error", "error_description") if k in query))
+                refused.append(_error_words(query))
                 arrived.set()
             body = b"Coffer: authorised. You can close this window." if "code" in query else b"Coffer: no code."
             head = f"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n\r\n"
@@ -252,7 +252,7 @@ async def interactive(server: str, url: str, headless: bool | None = None) -> As
         with anyio.move_on_after(waited):
             await arrived.wait()
         if refused:
-            raise FlowFailed(f"the authorization server refused: {scrub(refused[0])[:200]}")
+            raise FlowFailed(f"the authorization server refused: {refused[0]}")
         if not results:
             raise FlowFailed(f"nobody came back from the authorization page within {waited:g} s")
         return results[0]
@@ -314,15 +314,19 @@ async def _follow(authorization_url: str) -> None:
 
 
 def _said(response: httpx2.Response) -> str:
-    """An OAuth error response's own words (RFC 6749 4.1.2.1), short: what the server objected to."""
+    """An error page's OAuth words, if it has any (a JSON body), as `: words`."""
     try:
         body = response.json()
     except ValueError:
         return ""
-    if not isinstance(body, dict):
-        return ""
-    words = " ".join(str(body[k]) for k in ("error", "error_description") if isinstance(body.get(k), str))
-    return f": {scrub(words)[:200]}" if words else ""
+    words = _error_words(body) if isinstance(body, dict) else ""
+    return f": {words}" if words else ""
+
+
+def _error_words(said: dict[str, Any]) -> str:
+    """An OAuth error's own words, short and scrubbed: `error` and `error_description`, as a redirect's
+    query (RFC 6749 4.1.2.1) or an error body carries them: what the authorization server objected to."""
+    return scrub(" ".join(str(said[k]) for k in ("error", "error_description") if isinstance(said.get(k), str)))[:200]
 
 
 def needs_oauth(status: int | None, www_authenticate: str | None) -> bool:
