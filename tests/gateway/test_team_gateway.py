@@ -96,7 +96,9 @@ def idp_failure(proc: subprocess.Popen[str], scratch: Path, err: Path) -> str:
     """What a provider that did not listen was doing: its exit status or node's report, and its stderr."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGUSR2)
-        time.sleep(2)  # the report is written by node when its loop takes the signal; absent if the loop is stuck
+        deadline = time.monotonic() + 10  # node writes it when its loop takes the signal; never if the loop is stuck
+        while "Node.js report completed" not in err.read_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
         proc.kill()
         proc.wait()
         reports = sorted(scratch.glob("report.*.json"))
