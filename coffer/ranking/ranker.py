@@ -186,7 +186,9 @@ class Ranker:
         if not self.docs:
             empty = np.zeros(0, dtype=np.float32)
             return {"total": empty, "lexical": empty}
-        rw = rewrite(query, vocabulary=self.rules.vocabulary)  # developer vocabulary (coffer.ranking.vocabulary)
+        rw = rewrite(
+            query, vocabulary=self.rules.vocabulary, questions=self.rules.questions
+        )  # developer vocabulary (coffer.ranking.vocabulary)
         sem_index, dense_index = self.index.semantic, self.index.dense  # read once: a failure below drops them
         if sem_index is not None:
             try:
@@ -222,7 +224,7 @@ class Ranker:
             query = translate(query, keep_original=not self.english_docs)
         from coffer.ranking.tokenize import tokenize
 
-        rw = rewrite(query, vocabulary=self.rules.vocabulary)
+        rw = rewrite(query, vocabulary=self.rules.vocabulary, questions=self.rules.questions)
         action = set(tokenize(rw.action)) if rw.action else set()
         return [
             t
@@ -251,7 +253,7 @@ class Ranker:
 
         if self.rules.glossary:
             query = translate(query, keep_original=not self.english_docs)
-        rw = rewrite(query, vocabulary=self.rules.vocabulary)
+        rw = rewrite(query, vocabulary=self.rules.vocabulary, questions=self.rules.questions)
         bm25 = self.index.bm25
         own = [t for t in dict.fromkeys(rw.terms) if rw.weights.get(t, 1.0) >= 0.5 and len(t) >= 2]
         weights = {t: bm25.idf(t) * min(rw.weights.get(t, 1.0), 1.0) for t in own}

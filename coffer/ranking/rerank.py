@@ -1,7 +1,9 @@
 """The passes over fused scores that turn them into the hits a Ranker returns.
 
 - `NameFit`: among the leading candidates, a tool whose whole name the query explains gains, one whose
-  name starts with an action of another family than the query's loses (coffer.ranking.vocabulary);
+  name starts with an action of another family than the query's loses (coffer.ranking.vocabulary), more
+  when the query is a question (a question asks to know: `git_create_branch` does not answer "what
+  branch am I on"); a name's own server prefix is not its action (`git_create_branch`: create);
 - `place_implied`: the best tool for a need the query implies (coffer.ranking.implied) gets a place.
 Each pass can be switched off (coffer.ranking.rules) and is measured on every eval set.
 """
@@ -24,6 +26,9 @@ NAME_COVER_CANDIDATES = 30
 # A leading candidate whose name starts with an action of another family than the query's loses this
 # much (vocabulary.VERB_FAMILIES); chosen between 0.06 and 0.1 on every set, see evals/README.md.
 OTHER_ACTION_PENALTY = 0.1
+# A question asks to know: a leading candidate that does something else (creates, edits, commits)
+# loses more than for a verb conflict, which may be a misread verb (0.1-0.3 tried, evals/README.md).
+QUESTION_PENALTY = 0.2
 # Where the best tool for an implied need goes when it is not already above that place (0-based).
 IMPLIED_SLOT = 2
 
@@ -48,13 +53,14 @@ class NameFit:
         for i in top_k(scores, NAME_COVER_CANDIDATES):
             fit = self._names.get(i)
             if fit is None:
-                name = self.docs[i].name
-                fit = self._names[i] = (frozenset(tokenize(name)), name_families(name))
+                doc = self.docs[i]
+                server = doc.server or (doc.id.partition("__")[0] if "__" in doc.id else "")
+                fit = self._names[i] = (frozenset(tokenize(doc.name)), name_families(doc.name, server))
             terms, verb_families = fit
             if self.cover and terms and terms <= wanted:
                 out[i] += NAME_COVER_BONUS
             if self.families and rw.families and verb_families and not verb_families & rw.families:
-                out[i] -= OTHER_ACTION_PENALTY
+                out[i] -= QUESTION_PENALTY if rw.question else OTHER_ACTION_PENALTY
         return out
 
 

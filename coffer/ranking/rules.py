@@ -23,6 +23,7 @@ class Rules:
     action_families: bool = True  # a leading tool whose name starts with another kind of action loses
     implied_needs: bool = True  # the best tool for a need the query implies gets a place (tools only)
     glossary: bool = True  # queries in eight other languages read through the glossary
+    questions: bool = True  # a question ("what branch am I on") asks to know: tools that act lose more
     deprecated: bool = True  # a doc whose text says it is deprecated ranks below what replaces it
 
     @classmethod

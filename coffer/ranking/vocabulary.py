@@ -137,6 +137,13 @@ ACTION_VERBS: frozenset[str] = frozenset(
 )
 
 
+# A query that opens with one of these is a question; "how" (how do I ...) and "when" (when it is 9am
+# in Paris, ...) open requests as often, and "can you ..." is a request.
+QUESTION_WORDS = frozenset({"what", "which", "who", "whose", "where", "am", "is", "are", "did", "does", "do", "has"})
+# The families of actions that answer a question: a question asks to know (or to have something
+# worked out: "what is 3pm Berlin time in London"), never to create, change, send or run anything.
+ANSWERING = frozenset({"retrieve", "convert", "translate", "summarize"})
+
 # Families of actions, for telling a tool that does something else from one that does what was asked
 # ("open a PR for my branch": create_pull_request, not update_pull_request_branch; "buy a ticket", not
 # "find tickets"). A verb may belong to several ("open" reads a file, creates a PR, navigates to a page;
@@ -147,7 +154,7 @@ VERB_FAMILIES: dict[str, str] = {
     "retrieve": "get read fetch retrieve show view describe obtain grab download load inspect list ls "
     "enumerate browse search find query lookup look locate grep seek check analyze analyse monitor count open",
     "create": "create add new make insert generate build spin file raise submit cut init initialize open write",
-    "update": "update edit modify change set patch rename tweak replace configure close",
+    "update": "update edit modify change set patch rename tweak replace configure close reset",
     "delete": "delete remove drop destroy erase wipe nuke rm purge clear",
     "run": "run execute start launch boot invoke call trigger",
     "stop": "stop kill terminate halt cancel end abort close",
@@ -173,9 +180,11 @@ NAME_NOUNS: frozenset[str] = frozenset(
 )
 
 
-def name_families(name: str) -> frozenset[str]:
+def name_families(name: str, server: str = "") -> frozenset[str]:
     """The action families of the verb a tool's name starts with (update_pull_request_branch: update)."""
     words = split_words(name)
+    if server and len(words) > 1 and words[0] in split_words(server):
+        words = words[1:]
     return families(words[0]) if words and words[0] not in NAME_NOUNS else frozenset()
 
 
@@ -203,6 +212,28 @@ class Rewrite:
     text: str = ""
     action: str | None = None  # the word taken as the query's action, if any
     families: frozenset[str] = frozenset()  # the action's families, with what it maps to (`families`)
+    question: bool = False  # a question: its families are those that answer (`ANSWERING`)
+
+
+# A verb after one of these is a noun ("the last commit", "a search engine"), never the query's action.
+DETERMINERS = frozenset(
+    {"the", "a", "an", "my", "this", "these", "those", "last", "latest", "your", "our", "its", "their", "each"}
+    | {"every", "some", "any"}
+)
+
+
+def _asks(words: list[str]) -> bool:
+    """Whether the query is a question ("what branch am I on", "is the server reachable"): it asks to
+    know, so its action is one that answers (`ANSWERING`), whatever verb it holds ("which files did I
+    change" asks to see changes, not to make them)."""
+    return bool(words) and words[0] in QUESTION_WORDS
+
+
+def _action(words: list[str]) -> str | None:
+    """The query's first action word; a verb after a determiner is a noun ("in the last commit")."""
+    return next(
+        (w for i, w in enumerate(words) if w in ACTION_VERBS and (i == 0 or words[i - 1] not in DETERMINERS)), None
+    )
 
 
 def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -210,7 +241,7 @@ def intents(words: list[str]) -> list[tuple[str, tuple[str, ...]]]:
     on its object ("open") is read only as the query's action: in "list the open pull requests" it
     describes the pull requests and maps to nothing."""
     found: list[tuple[str, tuple[str, ...]]] = []
-    action = next((w for w in words if w in ACTION_VERBS), None)
+    action = _action(words)
     for i, word in enumerate(words):
         if word in SHELL_WORDS:
             found.append((word, SHELL_WORDS[word]))
@@ -234,11 +265,12 @@ def _fact(words: list[str]) -> int | None:
     return None
 
 
-def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
+def rewrite(query: str, vocabulary: bool = True, questions: bool = True) -> Rewrite:
     """The query's BM25 terms (mapped words added at `EXPANSION_WEIGHT`, shell words at `SHELL_WEIGHT`),
     its action and the action's families, and the embedder's text (short forms spelled out, mapped
     verbs appended). Without `vocabulary` (the ablation's switch) no word is mapped: the terms are the
-    query's own, the action its own verb."""
+    query's own, the action its own verb; without `questions` (its switch) a question's action is the
+    first verb it holds, as in a request."""
     words = split_words(query)
     terms = tokenize(query)
     weights: dict[str, float] = dict.fromkeys(terms, 1.0)
@@ -258,9 +290,12 @@ def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
                     weights[term] = weight
                     terms.append(term)
                 extra.append(target)
-    action = next((w for w in words if w in ACTION_VERBS), None)
+    action = _action(words)
     action_families: frozenset[str] = frozenset()
-    if action is not None:
+    question = questions and _asks(words)
+    if question:
+        action, action_families = words[0], ANSWERING
+    elif action is not None:
         action_families = families(action)
         for word, targets in mapped:
             if word == action:
@@ -268,4 +303,4 @@ def rewrite(query: str, vocabulary: bool = True) -> Rewrite:
     text = expand_abbreviations(query if fact is None else " ".join(words[:fact]) + " a fact")
     if extra:
         text = f"{text} ({' '.join(dict.fromkeys(extra))})"
-    return Rewrite(terms=terms, weights=weights, text=text, action=action, families=action_families)
+    return Rewrite(terms=terms, weights=weights, text=text, action=action, families=action_families, question=question)

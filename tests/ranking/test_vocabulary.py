@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coffer.ranking import Ranker, docs_from_tools, search_tools, vocabulary
+from coffer.ranking.rules import Rules
 from coffer.ranking.tokenize import split_words, tokenize
 from coffer.ranking.vocabulary import ACTION_VERBS, families, intents, name_families, rewrite
 from coffer.vault.catalogue import build_tools
@@ -149,3 +150,34 @@ def test_a_fact_to_keep_is_an_argument_not_the_action() -> None:
     assert "works" not in kept.text and "memory" in kept.text and "knowledge" in kept.text
     task = rewrite("Download the report. Note that it works offline")
     assert task.weights["work"] == 1.0 and "works" in task.text
+
+
+def test_a_question_asks_to_know() -> None:
+    """A question's action is one that answers, whatever verb it holds; a request's is its verb."""
+    for question in ("what branch am I on", "which files did I change", "is the server reachable"):
+        asked = rewrite(question)
+        assert asked.question and asked.families == vocabulary.ANSWERING, question
+    assert rewrite("what branch am I on", questions=False).families == frozenset()  # the rule's switch
+    for request in ("change the branch name", "how do I create a branch", "can you delete the file"):
+        assert not rewrite(request).question, request
+    assert "convert" in rewrite("what is 3pm Berlin time in London").families  # working out answers too
+
+
+def test_a_verb_after_a_determiner_is_a_noun() -> None:
+    assert rewrite("show the last commit").action == "show"
+    assert rewrite("diff against the last commit").action is None  # "commit" is what is diffed against
+    assert rewrite("commit the staged files").action == "commit"
+
+
+def test_a_names_own_server_prefix_is_not_its_action() -> None:
+    assert name_families("git_create_branch", "git") == families("create")
+    assert name_families("git_create_branch") == frozenset()  # without its server, "git" starts it
+    assert name_families("git", "git") == frozenset()  # a name that is only the server's
+
+
+def test_a_question_ranks_tools_that_answer_it_above_tools_that_act() -> None:
+    """On the real git server: "what branch am I on" is git_branch (it lists them), not git_create_branch."""
+    hits = [doc.id for doc, _ in search_tools(REAL, "what branch am I on", 5).hits]
+    assert hits[0] == "git__git_branch", hits
+    with_rule_off = Ranker(docs_from_tools(REAL), mode="hybrid", rules=Rules(questions=False))
+    assert with_rule_off.search("what branch am I on", 1).hits[0][0].id != "git__git_branch"  # the rule decides it
