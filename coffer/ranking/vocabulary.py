@@ -229,6 +229,12 @@ def _asks(words: list[str]) -> bool:
     return bool(words) and words[0] in QUESTION_WORDS
 
 
+def _answers(verb: str) -> bool:
+    """Whether a mapped word may stand in a question: a noun ("memory") or a verb that answers ("search")."""
+    found = families(verb)
+    return not found or bool(found & ANSWERING)
+
+
 def _action(words: list[str]) -> str | None:
     """The query's first action word; a verb after a determiner is a noun ("in the last commit")."""
     return next(
@@ -269,8 +275,8 @@ def rewrite(query: str, vocabulary: bool = True, questions: bool = True) -> Rewr
     """The query's BM25 terms (mapped words added at `EXPANSION_WEIGHT`, shell words at `SHELL_WEIGHT`),
     its action and the action's families, and the embedder's text (short forms spelled out, mapped
     verbs appended). Without `vocabulary` (the ablation's switch) no word is mapped: the terms are the
-    query's own, the action its own verb; without `questions` (its switch) a question's action is the
-    first verb it holds, as in a request."""
+    query's own, the action its own verb. A question's verbs map only to words that answer ("did I
+    change" to no edit); without `questions` (its switch) a question is read as a request."""
     words = split_words(query)
     terms = tokenize(query)
     weights: dict[str, float] = dict.fromkeys(terms, 1.0)
@@ -281,6 +287,9 @@ def rewrite(query: str, vocabulary: bool = True, questions: bool = True) -> Rewr
             if term not in head:
                 weights[term] = FACT_WEIGHT
     mapped = intents(words) if vocabulary else []
+    question = questions and _asks(words)
+    if question:  # "which files did I change" asks to see changes: "change" maps to no edit tool
+        mapped = [(w, kept) for w, targets in mapped if (kept := tuple(t for t in targets if _answers(t)))]
     extra: list[str] = []
     for word, targets in mapped:
         weight = SHELL_WEIGHT if word in SHELL_WORDS else EXPANSION_WEIGHT
@@ -292,7 +301,6 @@ def rewrite(query: str, vocabulary: bool = True, questions: bool = True) -> Rewr
                 extra.append(target)
     action = _action(words)
     action_families: frozenset[str] = frozenset()
-    question = questions and _asks(words)
     if question:
         action, action_families = words[0], ANSWERING
     elif action is not None:

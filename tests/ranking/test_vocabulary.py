@@ -161,6 +161,10 @@ def test_a_question_asks_to_know() -> None:
     for request in ("change the branch name", "how do I create a branch", "can you delete the file"):
         assert not rewrite(request).question, request
     assert "convert" in rewrite("what is 3pm Berlin time in London").families  # working out answers too
+    assert "edit" not in rewrite("which files did I change").weights  # its verb asks to see, not to edit
+    assert "edit" in rewrite("change the file").weights
+    recalled = rewrite("what do you remember about the project").weights
+    assert "memori" in recalled and "store" not in recalled  # memory, not storing
 
 
 def test_a_verb_after_a_determiner_is_a_noun() -> None:
