@@ -27,13 +27,19 @@ class Doc:
     server: str = ""
 
 
-class SavedDocs(Sequence[Doc]):
-    """The docs an index snapshot was built over, as ids and names only: a search over a restored index
-    needs no texts, and 30,000 Doc objects cost more than the search (`Ranker.saved`). A Doc is made
-    when one is asked for."""
+def lead_word(text: str) -> str:
+    """The word a doc's text opens with, lowercased: a tool description's verb ("Shows the commit logs")."""
+    words = split_words(text[:40])
+    return words[0] if words else ""
 
-    def __init__(self, ids: list[str], names: list[str]) -> None:
-        self.ids, self.names = ids, names
+
+class SavedDocs(Sequence[Doc]):
+    """The docs an index snapshot was built over, as ids, names and the words their texts open with
+    (`lead_word`) only: a search over a restored index needs no texts, and 30,000 Doc objects cost
+    more than the search (`Ranker.saved`). A Doc is made when one is asked for."""
+
+    def __init__(self, ids: list[str], names: list[str], leads: list[str]) -> None:
+        self.ids, self.names, self.leads = ids, names, leads
 
     def __len__(self) -> int:
         return len(self.ids)

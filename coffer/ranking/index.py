@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coffer.ranking.bm25 import BM25Index, BM25Params
-from coffer.ranking.docs import Doc, SavedDocs, doc_fields, docs_hash, embed_chunks, embed_text
+from coffer.ranking.docs import Doc, SavedDocs, doc_fields, docs_hash, embed_chunks, embed_text, lead_word
 from coffer.ranking.embed import MODEL_ID as WORDLLAMA_ID
 from coffer.ranking.embed import EmbeddingModel, ModelUnavailable
 from coffer.ranking.pieces import PieceCache, learnt_file, load_learnt, save_learnt
@@ -51,13 +51,14 @@ def standing_of(docs: Sequence[Doc]) -> np.ndarray | None:
 
 
 def saved_docs(saved: dict[str, np.ndarray]) -> SavedDocs | None:
-    """The docs (ids and names, no texts) a snapshot was built over; None when it kept none."""
+    """The docs (ids, names and the words their texts open with; no texts) a snapshot was built over;
+    None when it kept none."""
     from coffer.ranking.derived import unpack_strings
 
-    if "doc_ids" not in saved or "doc_names" not in saved:
+    if any(key not in saved for key in ("doc_ids", "doc_names", "doc_leads")):
         return None
-    ids, names = unpack_strings(saved["doc_ids"], _NAME_SEP), unpack_strings(saved["doc_names"], _NAME_SEP)
-    return SavedDocs(ids, names) if len(ids) == len(names) else None
+    ids, names, leads = (unpack_strings(saved[key], _NAME_SEP) for key in ("doc_ids", "doc_names", "doc_leads"))
+    return SavedDocs(ids, names, leads) if len(ids) == len(names) == len(leads) else None
 
 
 def release_freed_memory() -> None:
@@ -181,8 +182,13 @@ class Indexes:
 
         arrays = self.bm25.to_arrays()
         ids, names = [d.id for d in self.docs], [d.name for d in self.docs]
+        leads = self.docs.leads if isinstance(self.docs, SavedDocs) else [lead_word(d.text) for d in self.docs]
         if not any(_NAME_SEP in s for s in (*ids, *names)):
-            arrays.update(doc_ids=pack_strings(ids, _NAME_SEP), doc_names=pack_strings(names, _NAME_SEP))
+            arrays.update(
+                doc_ids=pack_strings(ids, _NAME_SEP),
+                doc_names=pack_strings(names, _NAME_SEP),
+                doc_leads=pack_strings(leads, _NAME_SEP),
+            )
         if self.standing is not None:
             arrays["standing"] = self.standing
         if self.semantic is not None:

@@ -1,9 +1,10 @@
 """The passes over fused scores that turn them into the hits a Ranker returns.
 
 - `NameFit`: among the leading candidates, a tool whose whole name the query explains gains, one whose
-  name starts with an action of another family than the query's loses (coffer.ranking.vocabulary), more
-  when the query is a question (a question asks to know: `git_create_branch` does not answer "what
-  branch am I on"); a name's own server prefix is not its action (`git_create_branch`: create);
+  action (its name's verb, else its description's) is of another family than the query's loses
+  (coffer.ranking.vocabulary), more when the query is a question (a question asks to know:
+  `git_create_branch` does not answer "what branch am I on"); a name's own server prefix is not its
+  action (`git_create_branch`: create);
 - `place_implied`: the best tool for a need the query implies (coffer.ranking.implied) gets a place.
 Each pass can be switched off (coffer.ranking.rules) and is measured on every eval set.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from coffer.ranking.docs import Doc
+from coffer.ranking.docs import Doc, SavedDocs, lead_word
 from coffer.ranking.fuse import top_k
 from coffer.ranking.tokenize import tokenize
 from coffer.ranking.vocabulary import Rewrite, name_families
@@ -45,6 +46,13 @@ class NameFit:
         self.families = families
         self._names: dict[int, tuple[frozenset[str], frozenset[str]]] = {}
 
+    def _fit(self, i: int) -> tuple[frozenset[str], frozenset[str]]:
+        """A doc's name terms, and the families of its action (coffer.ranking.vocabulary.name_families)."""
+        doc = self.docs[i]
+        server = doc.server or (doc.id.partition("__")[0] if "__" in doc.id else "")  # a saved doc: its id's
+        lead = self.docs.leads[i] if isinstance(self.docs, SavedDocs) else lead_word(doc.text)
+        return frozenset(tokenize(doc.name)), name_families(doc.name, server, lead)
+
     def __call__(self, scores: np.ndarray, rw: Rewrite) -> np.ndarray:
         if not len(scores) or not (self.cover or self.families):
             return scores
@@ -53,9 +61,7 @@ class NameFit:
         for i in top_k(scores, NAME_COVER_CANDIDATES):
             fit = self._names.get(i)
             if fit is None:
-                doc = self.docs[i]
-                server = doc.server or (doc.id.partition("__")[0] if "__" in doc.id else "")
-                fit = self._names[i] = (frozenset(tokenize(doc.name)), name_families(doc.name, server))
+                fit = self._names[i] = self._fit(i)
             terms, verb_families = fit
             if self.cover and terms and terms <= wanted:
                 out[i] += NAME_COVER_BONUS

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 # Bump when what a snapshot holds, or how the ranker derives it from docs, changes.
-FORMAT = "coffer-index-3"  # 2: the tokenizer's word pieces (coffer.ranking.pieces); 3: mapped records, doc names
+# 2: the tokenizer's word pieces (coffer.ranking.pieces); 3: mapped records, doc names; 4: the words docs open with
+FORMAT = "coffer-index-4"
 _KEEP = 4
 _FOLDER = "index"
 

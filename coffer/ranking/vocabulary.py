@@ -159,7 +159,7 @@ VERB_FAMILIES: dict[str, str] = {
     "run": "run execute start launch boot invoke call trigger",
     "stop": "stop kill terminate halt cancel end abort close",
     "send": "send post publish reply email notify message share",
-    "write": "write save put store dump export upload create",
+    "write": "write save put store dump export upload create record",
     "buy": "buy purchase order pay checkout book reserve",
     "merge": "merge",
     "move": "move mv",
@@ -180,12 +180,16 @@ NAME_NOUNS: frozenset[str] = frozenset(
 )
 
 
-def name_families(name: str, server: str = "") -> frozenset[str]:
-    """The action families of the verb a tool's name starts with (update_pull_request_branch: update)."""
+def name_families(name: str, server: str = "", lead: str = "") -> frozenset[str]:
+    """The action families of the verb a tool's name starts with (update_pull_request_branch: update),
+    after its own server's prefix (git_create_branch: create); where the name holds no action, those of
+    the word its description opens with (`lead`: catalogues open with the verb, git_commit's "Records
+    changes to the repository")."""
     words = split_words(name)
     if server and len(words) > 1 and words[0] in split_words(server):
         words = words[1:]
-    return families(words[0]) if words and words[0] not in NAME_NOUNS else frozenset()
+    found = families(words[0]) if words and words[0] not in NAME_NOUNS else frozenset()
+    return found or (families(lead) if lead and lead not in NAME_NOUNS else frozenset())
 
 
 @lru_cache(maxsize=1)

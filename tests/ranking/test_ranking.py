@@ -295,7 +295,8 @@ def test_a_saved_index_searches_without_its_docs(real_docs: list[Doc], tmp_path:
     saved = Ranker.saved(tmp_path, "catalogue-1")
     assert saved is not None and saved.from_snapshot and isinstance(saved.docs, SavedDocs)
     assert saved.total == len(docs) and saved.position("old__read_file") == len(docs) - 1
-    for q in ("read a file", "open a PR", "take a screenshot of the page"):
+    assert saved.docs.leads[0] == "echoes"  # the word each text opens with: a tool's action, where its name has none
+    for q in ("read a file", "open a PR", "take a screenshot of the page", "what changed in the last commit"):
         assert [(d.id, d.name, s) for d, s in saved.search(q, 8).hits] == [
             (d.id, d.name, s) for d, s in built.search(q, 8).hits
         ]

@@ -173,6 +173,14 @@ def test_a_verb_after_a_determiner_is_a_noun() -> None:
     assert rewrite("commit the staged files").action == "commit"
 
 
+def test_a_name_without_an_action_takes_its_descriptions_opening_verb() -> None:
+    """Catalogues open a description with its verb: git_commit "Records changes to the repository"."""
+    assert name_families("git_commit", "git", "records") == families("record")
+    assert name_families("create_issue", "", "shows") == families("create")  # the name's own verb first
+    assert name_families("BookTool", "", "book") == frozenset()  # a noun there too
+    assert name_families("git_commit", "git", "the") == frozenset()
+
+
 def test_a_names_own_server_prefix_is_not_its_action() -> None:
     assert name_families("git_create_branch", "git") == families("create")
     assert name_families("git_create_branch") == frozenset()  # without its server, "git" starts it
