@@ -39,6 +39,7 @@ class Hit:
     score: float
     fit: str  # good | partial | loose (meaning only: shown where nothing holds the query's words)
     also: tuple[str, ...] = ()  # near-duplicates folded into this one (the same code or the same words)
+    own: bool = False  # its maker's own server for what was asked (`makers_own`)
 
 
 def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int]:
@@ -75,7 +76,7 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     fitting = [hit for hit in folded if hit[2] != "loose"]
     if not fitting and not ranker.unmatched(query):
         fitting = folded  # every word is known, none held together: meaning alone, marked loose
-    hits = [Hit(e, round(s, 4), fit, also) for e, s, fit, also in fitting[:k]]
+    hits = [Hit(e, round(s, 4), fit, also, makers_own(e, named)) for e, s, fit, also in fitting[:k]]
     return hits, searched
 
 
@@ -119,10 +120,21 @@ def _names_maker(entry: Entry, named: set[str]) -> bool:
     return publisher(entry.name) in named and first_party(entry.name)
 
 
+def makers_own(entry: Entry, named: set[str]) -> bool:
+    """`entry` is its maker's own server for what the query asks: named for its publisher, and not
+    matched by the name of something else (Smithery's `smithery-ai-slack` is a third party's server
+    for "post to slack", however first-party its name)."""
+    if not first_party(entry.name):
+        return False
+    owner = publisher(entry.name)
+    held = set(_words(entry.name.rsplit("/", 1)[-1].replace("-", " ").replace("_", " "))) & named
+    return not held or owner in named
+
+
 def _standing(entry: Entry, named: set[str]) -> float:
     """The factor what the registry says of `entry` puts on its score."""
     factor = 1.0
-    if first_party(entry.name):
+    if makers_own(entry, named):
         factor *= NAMED_OWN if _names_maker(entry, named) else OWN
     if entry.status == "deprecated":
         factor *= DEPRECATED

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coffer.discovery import cache
-from coffer.discovery.entries import DiscoveryError, Entry, first_party
+from coffer.discovery.entries import DiscoveryError, Entry
 from coffer.discovery.launch import Input, Plan, plan
 from coffer.errors import ConflictError, NotFoundError, UsageError
 from coffer.vault import registry
@@ -88,7 +88,7 @@ def find(
     installed = installed_sources()
     out = [
         hit.entry.summary(installed.get((hit.entry.registry, hit.entry.name)))
-        | {"score": hit.score, "fit": hit.fit, "makers_own": first_party(hit.entry.name), "also": list(hit.also)}
+        | {"score": hit.score, "fit": hit.fit, "makers_own": hit.own, "also": list(hit.also)}
         for hit in hits
     ]
     states = [

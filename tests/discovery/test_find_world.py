@@ -56,6 +56,19 @@ def test_a_makers_own_server_leads_third_party_ones(
     assert all(not h["makers_own"] for h in hits if h["short"] == own["short"] and h["name"] != makers)
 
 
+def test_a_publishers_server_for_another_product_is_not_that_products_makers_own(
+    world_home: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: "post to slack" led with Smithery's `ai.smithery/smithery-ai-slack`, shown as the maker's
+    own (its name holds its publisher's) and weighed as one; asked for by Smithery's name, it is."""
+    hits = find(*world_home, "post to slack", monkeypatch)
+    connector = "ai.smithery/smithery-ai-slack"
+    assert hits and hits[0]["name"] != connector
+    assert all(not h["makers_own"] for h in hits if h["name"] == connector)
+    by_name = find(*world_home, "post to slack with smithery", monkeypatch)
+    assert any(h["name"] == connector and h["makers_own"] for h in by_name), [h["name"] for h in by_name[:5]]
+
+
 def test_a_server_named_for_its_maker_only_by_its_namespace_is_found_by_the_makers_name(
     world_home: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
