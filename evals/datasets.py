@@ -125,6 +125,11 @@ def load(name: str, full: bool = False, part: str | None = None) -> Dataset:
 def out_of_vault(ds: Dataset, heldout: bool = False) -> list[str]:
     """data/out-of-vault's queries whose service no tool of `ds` names: the right answer is nothing.
     `heldout`: the asks written after the abstention rule was tuned, never used to tune it."""
+    return [query for query, _ in out_of_vault_asks(ds, heldout)]
+
+
+def out_of_vault_asks(ds: Dataset, heldout: bool = False) -> list[tuple[str, str]]:
+    """(query, the service it asks for) of `out_of_vault`."""
     text = " ".join(f"{t.name} {t.description}" for t in ds.tools).lower()
     rows = _read_jsonl(DATA_DIR / "out-of-vault" / ("heldout.jsonl" if heldout else "queries.jsonl"))
-    return [r["query"] for r in rows if r["service"].lower() not in text]
+    return [(r["query"], r["service"]) for r in rows if r["service"].lower() not in text]

@@ -124,6 +124,40 @@ def abstention_curve(names: list[str], cache_dir: Path | None) -> list[dict[str,
     return rows
 
 
+def answerable(names: list[str], cache_dir: Path | None) -> list[dict[str, Any]]:
+    """Per set and out-of-vault file: how many asks name a service the recorded registry names a server
+    for (no cache can tell the rest from an argument by its names: the most abstention can reach over
+    it), and the share of those that abstain at THRESHOLD."""
+    import re
+
+    from coffer.discovery import world
+    from evals.find import recorded_words
+
+    known = recorded_words()
+    if known is None:
+        return []
+    rows = []
+    for name in names:
+        ds = datasets.load(name)
+        evidence = world_evidence(ds, make_ranker(ds, "hybrid", cache_dir))
+        for heldout in (False, True):
+            asks = datasets.out_of_vault_asks(ds, heldout)
+            named = [
+                q for q, service in asks if all(known.named.get(w) for w in re.findall(r"[a-z0-9]+", service.lower()))
+            ]
+            rows.append(
+                {
+                    "dataset": name,
+                    "asks": "held-out" if heldout else "tuned",
+                    "out_of": len(asks),
+                    "named": len(named),
+                    "ceiling": round(100.0 * len(named) / max(len(asks), 1), 1),
+                    "abstain": round(100.0 * sum(evidence(q) > world.THRESHOLD for q in named) / max(len(named), 1), 1),
+                }
+            )
+    return rows
+
+
 def evaluate_steps(
     ds: datasets.Dataset, mode: str, cache_dir: Path | None = None, implied: bool = True
 ) -> dict[str, Any]:
@@ -164,7 +198,7 @@ def run(
     steps: bool = True,
     implied: bool = True,
     abstention: bool = True,
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         ds = datasets.load(name, full=full)
@@ -181,7 +215,7 @@ def default_rankers() -> list[str]:
     return [*RANKERS, *(OPTIONAL_RANKERS if installed() else ())]
 
 
-def _render(rows: list[dict]) -> None:
+def _render(rows: list[dict[str, Any]]) -> None:
     from coffer.cli import render
 
     cols = ["dataset", "ranker", "queries", *metrics.METRICS, "abstain", "held-out", "wrong abst.", "ms/query"]
@@ -212,6 +246,19 @@ def _share(row: dict[str, Any], key: str) -> str:
     if row.get(key) is None:
         return "-"
     return f"{row[key]:.1f} of {row[key.replace('abstain', 'out_of_vault')]}"
+
+
+def _render_answerable(rows: list[dict[str, Any]]) -> None:
+    from coffer.cli import render
+
+    render.table(
+        ["dataset", "asks", "the recording names the service", "at most", "of those, abstained"],
+        [
+            [r["dataset"], r["asks"], f"{r['named']} of {r['out_of']}", f"{r['ceiling']:.1f}", f"{r['abstain']:.1f}"]
+            for r in rows
+        ],
+        title="out-of-vault asks the recorded registry can answer (its names are the abstention's evidence), percent",
+    )
 
 
 def _render_curve(curve: list[dict[str, Any]]) -> None:
@@ -284,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
             curve = abstention_curve(names, None)
             _render_curve(curve)
             payload["abstention_curve"] = curve
+            reach = answerable([n for n in names if n in datasets.DATASETS], None)
+            _render_answerable(reach)
+            payload["abstention_answerable"] = reach
         if args.write_baseline:
             keep = ("dataset", "ranker", "queries", *metrics.METRICS)
             # not the /steps view, nor the optional rankers CI cannot run

@@ -101,3 +101,17 @@ def test_the_shipped_abstention_is_wrong_on_at_most_2_percent_of_every_set(
         row = results[(name, "hybrid")]
         assert row["wrong_abstain"] <= 2.0, (name, row["wrong_abstain"])
         assert row["abstain"] >= 60.0 and row["abstain_heldout"] >= 45.0, (name, row["abstain"], row["abstain_heldout"])
+
+
+def test_the_asks_the_recording_can_answer_are_told_from_the_rest(results: dict[tuple[str, str], dict]) -> None:
+    """The abstention's reach over the recorded registry: asks for services it names a server for are
+    fewer than all (Smartsheet, Typeform are not in it), and they abstain more often than all asks do."""
+    from evals.find import available
+    from evals.run import answerable
+
+    if not available():
+        pytest.skip("needs the recorded registry in ../shared/data/registry")
+    rows = {(r["dataset"], r["asks"]): r for r in answerable(["coffer-real"], None)}
+    held = rows[("coffer-real", "held-out")]
+    assert 0 < held["named"] < held["out_of"] and held["ceiling"] < 100.0
+    assert held["abstain"] > results[("coffer-real", "hybrid")]["abstain_heldout"]
