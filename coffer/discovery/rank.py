@@ -88,7 +88,7 @@ def index(registries: list[str]) -> Ranker | None:
     from coffer.vault import paths
 
     key = index_key(registries)
-    ranker = Ranker.saved(paths.cache_dir(), key, english_docs=True)
+    ranker = Ranker.saved(paths.cache_dir(), key, english_docs=True, acting=False)
     if ranker is not None:
         return ranker
     rows = cache.index_rows(registries)
@@ -97,7 +97,7 @@ def index(registries: list[str]) -> Ranker | None:
     # the publisher's name is a word of its servers: Cloudinary's `io.github.cloudinary/asset-management-mcp`
     # says "cloudinary" nowhere else, and would be found for no ask that names Cloudinary
     docs = [Doc(id=str(rowid), name=short, text=f"{text} {publisher(name)}") for rowid, name, short, text in rows]
-    return Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True)
+    return Ranker(docs, "hybrid", paths.cache_dir(), docs_key=key, english_docs=True, acting=False)
 
 
 def derive(registries: list[str]) -> None:
@@ -193,7 +193,7 @@ def suggest(query: str, unknown: list[str], registries: list[str], k: int = 3) -
     if not rows:
         return []
     docs = [Doc(id=str(n), name=r.short, text=r.text) for n, r in enumerate(rows)]
-    ranked = Ranker(docs, "hybrid", None, english_docs=True).search(query, min(k, len(docs)))
+    ranked = Ranker(docs, "hybrid", None, english_docs=True, acting=False).search(query, min(k, len(docs)))
     out = []
     for doc, _ in ranked.hits:
         row = rows[int(doc.id)]

@@ -309,7 +309,7 @@ def ranker_for(passages: list[_Passage], mode: str = "hybrid") -> Ranker:
     from coffer.ranking import Doc, cached_ranker
 
     docs = [Doc(p.key, p.title, p.text, params=p.extra, server=p.source.get("server", "")) for p in passages]
-    return cached_ranker(docs, mode=mode, cache_dir=paths.cache_dir())
+    return cached_ranker(docs, mode=mode, cache_dir=paths.cache_dir(), acting=False)  # notes, not tools
 
 
 def _check(question: str, top_k: int) -> tuple[str, int]:

@@ -83,7 +83,10 @@ class Ranker:
     A query in another language is read through `coffer.ranking.languages`: with `english_docs` (tool
     catalogues) it is replaced by its English reading, otherwise (notes, in whatever language their
     author writes) the English is added to it. `rules` switches tuned rules off, for the ablation
-    (coffer.ranking.rules).
+    (coffer.ranking.rules). `acting`: the docs are things that act (tools), so what each does is weighed
+    against what the query asks to do (coffer.ranking.rerank); not for notes, whose titles and first
+    words say what they are about ("Create releases from main" answers "what branch do releases come
+    from"), nor for registry servers.
 
     The indexes are `coffer.ranking.index`'s; this class reads the query (vocabulary, glossary), fuses
     the index scores and hands them to the passes of `coffer.ranking.rerank`.
@@ -103,6 +106,7 @@ class Ranker:
         model: Embedder | None = None,
         docs_key: str | None = None,
         rules: Rules | None = None,
+        acting: bool = True,
     ):
         from coffer.ranking.minilm import requested_backend
 
@@ -119,7 +123,7 @@ class Ranker:
         chunk_weight = CHUNK_WEIGHT if rules.sentence_vectors else 0.0
         self.index = Indexes(self.docs, mode, backend, cache_dir, params, model, docs_key, chunk_weight)
         self.from_snapshot = self.index.from_snapshot  # the indexes came from a snapshot, not a build
-        self._fit = NameFit(self.docs, cover=rules.name_cover, families=rules.action_families)
+        self._fit = NameFit(self.docs, cover=rules.name_cover, families=rules.action_families and acting)
         self._standing = self.index.standing if rules.deprecated else None
         self._positions: dict[str, int] | None = None
         default_weight = MINILM_BM25_WEIGHT if self.index.dense is not None else BM25_WEIGHT

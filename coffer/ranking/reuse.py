@@ -24,6 +24,7 @@ def cached_ranker(
     key: str | None = None,
     implied_needs: bool = False,
     english_docs: bool = False,
+    acting: bool = True,
 ) -> Ranker:
     """A Ranker for `docs`, reused while the docs are unchanged (the gateway calls this per request).
 
@@ -41,6 +42,7 @@ def cached_ranker(
         backend,
         str(implied_needs),
         str(english_docs),
+        str(acting),
         repr(current()),  # the ablation's rules (coffer.ranking.rules), all on outside it
     )
     with _cache_lock:
@@ -57,6 +59,7 @@ def cached_ranker(
         implied_needs=implied_needs,
         english_docs=english_docs,
         docs_key=content,
+        acting=acting,
     )
     with _cache_lock:
         _rankers[cache_key] = ranker

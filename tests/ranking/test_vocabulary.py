@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coffer.ranking import Ranker, docs_from_tools, search_tools, vocabulary
+from coffer.ranking import Doc, Ranker, docs_from_tools, search_tools, vocabulary
 from coffer.ranking.rules import Rules
 from coffer.ranking.tokenize import split_words, tokenize
 from coffer.ranking.vocabulary import ACTION_VERBS, families, intents, name_families, rewrite
@@ -193,3 +193,17 @@ def test_a_question_ranks_tools_that_answer_it_above_tools_that_act() -> None:
     assert hits[0] == "git__git_branch", hits
     with_rule_off = Ranker(docs_from_tools(REAL), mode="hybrid", rules=Rules(questions=False))
     assert with_rule_off.search("what branch am I on", 1).hits[0][0].id != "git__git_branch"  # the rule decides it
+
+
+def test_notes_are_not_judged_by_what_they_would_do() -> None:
+    """A note is about something, it does nothing: one whose first word is a verb ("Create releases from
+    main") still answers a question about it; tools, which act, are judged (`acting`)."""
+    notes = [
+        Doc(id="n1", name="releases", text="Create releases from main, tagged vX.Y.Z, after CI passes."),
+        Doc(id="n2", name="branches", text="Feature branches are named after their issue and deleted once merged."),
+    ]
+    question = "what branch do releases come from"
+    as_notes = Ranker(notes, mode="hybrid", acting=False).search(question, 2).hits
+    as_tools = Ranker(notes, mode="hybrid").search(question, 2).hits
+    assert as_notes[0][0].id == "n1"
+    assert dict((d.id, s) for d, s in as_tools)["n1"] < dict((d.id, s) for d, s in as_notes)["n1"]
