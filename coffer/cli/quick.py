@@ -93,12 +93,15 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
     found: list[dict[str, Any]] = [{"name": d.id, "description": d.text, "score": s} for d, s in result.hits]
     if as_json:
         answer = {"version": render.JSON_VERSION, "query": query, "ranker": result.ranker}
-        answer |= {"total_searched": result.total, "tools": [] if lacking else found, "hidden": result.hidden}
-        if lacking:  # what coffer__search_tools tells an agent: nothing here, what ranked closest, the registry's
+        abstains = lacking is not None and lacking.abstains
+        answer |= {"total_searched": result.total, "tools": [] if abstains else found, "hidden": result.hidden}
+        if lacking and abstains:  # what coffer__search_tools tells an agent: nothing here, what ranked closest
             answer |= {"lacking": lacking.words, "closest": found[:3], "registry": lacking.servers}
+        elif lacking:  # words no tool knows: the registry's servers that do, beside the tools
+            answer |= {"unknown": lacking.words, "registry": lacking.servers}
         render.print_json(answer)
         return
-    if lacking:
+    if lacking and lacking.abstains:
         words = ", ".join(repr(w) for w in lacking.words)
         render.say(f"nothing in this vault serves {words}: closest here is {', '.join(d['name'] for d in found[:3])}")
         if lacking.servers:
@@ -116,6 +119,13 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
         [(d.id, f"{s:.3f}", render.first_line(d.text, 80)) for d, s in result.hits],
         caption=f"{result.ranker} ranker, {result.total} tools searched",
     )
+    if lacking:  # words no tool here knows, that registry servers do
+        render.say(f"no tool here knows {', '.join(repr(w) for w in lacking.words)}; registry servers that do:")
+        render.table(
+            ["registry server", "about", "add it"],
+            [(o["name"], render.first_line(o["about"], 60), o["install"]) for o in lacking.servers],
+            caption="from the registry cache (coffer find for more)",
+        )
 
 
 def parse_find(argv: Sequence[str]) -> tuple[str, str | None, int, str, bool] | None:

@@ -158,14 +158,17 @@ def lacking(
     stem_known: Callable[[str], bool],
     registries: Iterable[str],
     key: str | None = None,
-) -> list[str]:
-    """The words by which `query` asks for a service the vault's `tools` lack, by the registry cache of
-    `registries` (never the network); none without a cache. With `key` (the catalogue's), the vault's
-    words are read once per catalogue (the gateway's call path), else every time (one `coffer search`)."""
+) -> tuple[list[str], list[str]]:
+    """What `query` holds that the vault's `tools` do not know, by the registry cache of `registries`
+    (never the network): the words by which it asks for a service the vault lacks (past THRESHOLD:
+    then no tool is the answer), and every word no tool knows that names registry servers, strongest
+    first ("weather" in "the weather in Paris", not "Paris": what the registry's servers are offered
+    for). Both empty without a cache. With `key` (the catalogue's), the vault's words are read once per
+    catalogue (the gateway's call path), else every time (one `coffer search`)."""
     urls = list(dict.fromkeys(registries))
     known = words(urls) if urls else None
     if known is None:
-        return []
+        return [], []
     knows = _VOCABULARIES.get(key) if key is not None else None
     if knows is None:
         knows = vault_vocabulary(tools, stem_known)
@@ -173,7 +176,8 @@ def lacking(
             _VOCABULARIES[key] = knows
             while len(_VOCABULARIES) > 8:  # a few catalogues (profiles) at a time
                 _VOCABULARIES.pop(next(iter(_VOCABULARIES)))
-    return asks_elsewhere(query, knows, known)
+    found = services(query, knows, known)
+    return [word for word, strength in found if strength > THRESHOLD], [word for word, _ in found]
 
 
 def vault_vocabulary(tools: Iterable[ToolLike], stem_known: Callable[[str], bool]) -> Callable[[str], bool]:

@@ -278,8 +278,8 @@ async def search_tools(
         )
         from coffer.discovery import world
 
-        elsewhere = world.lacking(query, visible, ranker.knows_word, registries, catalogue_key)
-        unknown = elsewhere or (ranker.unmatched(query) if registries else [])
+        elsewhere, named = world.lacking(query, visible, ranker.knows_word, registries, catalogue_key)
+        unknown = elsewhere or named
         offers: list[dict[str, str]] = []
         if unknown:
             from coffer.discovery.rank import suggest

@@ -20,11 +20,14 @@ from coffer.vault import catalogue, paths, registry
 
 @dataclasses.dataclass(frozen=True)
 class Lacking:
-    """What a query asks for that no tool in the vault serves: its words, and the registry cache's
-    servers for them (name, version, about, install)."""
+    """What a query holds that no tool in the vault knows: its words, and the registry cache's servers
+    for them (name, version, about, install). `abstains`: the words ask for a service the vault lacks,
+    so no tool is the answer (coffer.discovery.world); else they are words no tool holds ("weather"),
+    and the tools still stand, with the registry's servers beside them, as `coffer__search_tools` gives."""
 
     words: list[str]
     servers: list[dict[str, str]]
+    abstains: bool = True
 
 
 def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool = False) -> RankResult:
@@ -36,15 +39,22 @@ def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool 
 
 
 def search_or_lacking(query: str, k: int = 5, mode: str = "hybrid") -> tuple[RankResult, Lacking | None]:
-    """`search_snapshot`, and what the query asks for that the vault lacks (then the hits are what
-    ranked closest), by the registry cache (never the network)."""
+    """`search_snapshot`, and what the query holds that no tool knows, by the registry cache (never the
+    network): a service the vault lacks (then the hits are what ranked closest), or words the
+    registry's servers know and no tool here does. None without either, or without a cached registry."""
     result, tools, reg = _ranked(query, k, mode, False)
-    words = world.lacking(query, tools, _ranker(tools, mode).knows_word, reg.registries.values())
+    registries = list(dict.fromkeys(reg.registries.values()))
+    elsewhere, named = world.lacking(query, tools, _ranker(tools, mode).knows_word, registries)
+    words = elsewhere or named
     if not words:
         return result, None
+    abstains = bool(elsewhere)
     from coffer.discovery.rank import suggest
 
-    return result, Lacking(words, suggest(query, words, list(dict.fromkeys(reg.registries.values()))))
+    servers = suggest(query, words, registries)
+    if not abstains and not servers:
+        return result, None
+    return result, Lacking(words, servers, abstains)
 
 
 def _ranker(tools: list[catalogue.CatalogueTool], mode: str) -> Ranker:

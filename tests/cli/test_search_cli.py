@@ -167,4 +167,11 @@ def test_an_ask_for_a_service_the_vault_lacks_names_the_registry_s_servers(
     assert "nothing in this vault serves 'slack'" in shown.stderr + shown.stdout  # type: ignore[attr-defined]
     assert "coffer add " in shown.stdout  # type: ignore[attr-defined]
     pr = json.loads(run_cli(cli, "search", "open a pull request on GitHub", "--json").stdout)  # type: ignore[attr-defined]
-    assert pr["tools"][0]["name"].startswith("github__") and "lacking" not in pr
+    assert pr["tools"][0]["name"].startswith("github__") and "lacking" not in pr and "registry" not in pr
+    # a word no tool knows but registry servers do: the tools stand, the registry's servers beside them,
+    # for "weather" (which names servers), not for "Paris" (an argument: before, a Paris chauffeur led)
+    weather = json.loads(run_cli(cli, "search", "what's the weather in Paris", "--json").stdout)  # type: ignore[attr-defined]
+    assert weather["tools"] and "lacking" not in weather and weather["unknown"] == ["weather"]
+    assert weather["registry"] and all("weather" in (o["name"] + o["about"]).lower() for o in weather["registry"])
+    shown = run_cli(cli, "search", "what's the weather in Paris")
+    assert "no tool here knows 'weather'; registry servers that do" in shown.stderr + shown.stdout  # type: ignore[attr-defined]

@@ -69,7 +69,10 @@ async def test_search_abstains_when_the_query_asks_for_a_service_the_registry_kn
         jira = await search(s, "create a Jira ticket for the login bug")
         assert jira["tools"] == [] and any("jira" in o["name"].lower() for o in jira["registry"])
         paris = await search(s, "echo the text Paris back")
-        assert paris["tools"][0]["name"] == "alpha__echo" and "closest" not in paris
+        assert paris["tools"][0]["name"] == "alpha__echo" and "closest" not in paris and "registry" not in paris
+        weather = await search(s, "what's the weather in Paris")  # servers for the word that names them
+        assert weather["tools"] and "closest" not in weather and "'weather'" in weather["note"]
+        assert all("weather" in (o["name"] + o["about"]).lower() for o in weather["registry"]), weather["registry"]
         plain = await search(s, "add two numbers")
         assert plain["tools"][0]["name"] == "alpha__add"
 
