@@ -141,14 +141,6 @@ def services(query: str, vault_knows: Callable[[str], bool], known: Words) -> li
     return sorted(out.items(), key=lambda kv: -kv[1])
 
 
-def asks_elsewhere(query: str, vault_knows: Callable[[str], bool], known: Words | None) -> list[str]:
-    """The words by which `query` asks for a service the vault lacks (past THRESHOLD); empty when it
-    does not, or when no registry was ever cached."""
-    if known is None:
-        return []
-    return [word for word, strength in services(query, vault_knows, known) if strength > THRESHOLD]
-
-
 _VOCABULARIES: dict[str, Callable[[str], bool]] = {}
 
 

@@ -190,9 +190,8 @@ class Ranker:
         if not self.docs:
             empty = np.zeros(0, dtype=np.float32)
             return {"total": empty, "lexical": empty}
-        rw = rewrite(
-            query, vocabulary=self.rules.vocabulary, questions=self.rules.questions
-        )  # developer vocabulary (coffer.ranking.vocabulary)
+        # the developer vocabulary, and a question read as one (coffer.ranking.vocabulary)
+        rw = rewrite(query, vocabulary=self.rules.vocabulary, questions=self.rules.questions)
         sem_index, dense_index = self.index.semantic, self.index.dense  # read once: a failure below drops them
         if sem_index is not None:
             try:
