@@ -95,10 +95,8 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
         answer = {"version": render.JSON_VERSION, "query": query, "ranker": result.ranker}
         abstains = lacking is not None and lacking.abstains
         answer |= {"total_searched": result.total, "tools": [] if abstains else found, "hidden": result.hidden}
-        if lacking and abstains:  # what coffer__search_tools tells an agent: nothing here, what ranked closest
-            answer |= {"lacking": lacking.words, "closest": found[:3], "registry": lacking.servers}
-        elif lacking:  # words no tool knows: the registry's servers that do, beside the tools
-            answer |= {"unknown": lacking.words, "registry": lacking.servers}
+        if lacking:  # what coffer__search_tools tells an agent of what the vault lacks
+            answer |= lacking.fields(found)
         render.print_json(answer)
         return
     if lacking and lacking.abstains:

@@ -146,20 +146,23 @@ def tools(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
 
 
 def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
-    """`coffer search`, with each hit's score parts (lexical, semantic, name fit, implied)."""
-    from coffer.manage.search import search_snapshot
+    """`coffer search`, with each hit's score parts (lexical, semantic, name fit, implied), and what it
+    says of what the vault lacks: `lacking`, `closest` and `registry` where the query asks for a service
+    no tool here serves (then no tools), `unknown` and `registry` beside the tools for words no tool
+    knows that registry servers do (the registry cache only)."""
+    from coffer.manage.search import search_or_lacking
 
     query = params.get("q", "")
     try:
         k = int(params.get("k", "10"))
     except ValueError:
         raise UsageError(f"k must be a whole number, got {params.get('k')!r}") from None
-    result = search_snapshot(query, min(k, 50), explain=True)
+    result, lacking = search_or_lacking(query, min(k, 50), explain=True)
     hits = [
         {"name": d.id, "description": d.text, "score": s, "parts": parts}
         for (d, s), parts in zip(result.hits, result.parts or [{} for _ in result.hits], strict=True)
     ]
-    return {
+    out = {
         "query": query,
         "ranker": result.ranker,
         "total_searched": result.total,
@@ -167,6 +170,9 @@ def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
         "tools": hits,
         "hidden": result.hidden,  # matches the user has not let agents see, counted (coffer search says the same)
     }
+    if lacking:  # what coffer search says of what the vault lacks: no tools at all where it abstains
+        out |= lacking.fields(hits) | ({"tools": []} if lacking.abstains else {})
+    return out
 
 
 def find(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:

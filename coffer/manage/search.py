@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from typing import Any
 
 from coffer.discovery import world
 from coffer.errors import NotFoundError, UsageError
@@ -29,6 +30,14 @@ class Lacking:
     servers: list[dict[str, str]]
     abstains: bool = True
 
+    def fields(self, found: list[dict[str, Any]]) -> dict[str, Any]:
+        """What a search answer adds for it, beside its tools (`found`, best first), as the agent's
+        `coffer__search_tools` answer says it: `lacking`, `closest` (then no tools are the answer) and
+        `registry`; or `unknown` and `registry`."""
+        if self.abstains:
+            return {"lacking": self.words, "closest": found[:3], "registry": self.servers}
+        return {"unknown": self.words, "registry": self.servers}
+
 
 def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool = False) -> RankResult:
     """Rank the saved catalogue snapshot's tools an agent may see (`curation.visible_tools`), offline.
@@ -38,11 +47,13 @@ def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool 
     return _ranked(query, k, mode, explain)[0]
 
 
-def search_or_lacking(query: str, k: int = 5, mode: str = "hybrid") -> tuple[RankResult, Lacking | None]:
+def search_or_lacking(
+    query: str, k: int = 5, mode: str = "hybrid", explain: bool = False
+) -> tuple[RankResult, Lacking | None]:
     """`search_snapshot`, and what the query holds that no tool knows, by the registry cache (never the
     network): a service the vault lacks (then the hits are what ranked closest), or words the
     registry's servers know and no tool here does. None without either, or without a cached registry."""
-    result, tools, reg = _ranked(query, k, mode, False)
+    result, tools, reg = _ranked(query, k, mode, explain)
     registries = list(dict.fromkeys(reg.registries.values()))
     elsewhere, named = world.lacking(query, tools, _ranker(tools, mode).knows_word, registries)
     words = elsewhere or named

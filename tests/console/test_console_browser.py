@@ -382,3 +382,62 @@ def test_servers_page_finds_and_adds_from_a_registry(
             context.close()
             stop_console(console)
     assert problems == [], problems
+
+
+def test_tools_search_says_what_the_vault_lacks_and_what_the_registry_has(
+    browser: Any, console_home: Path, shots: Path
+) -> None:
+    """What `coffer__search_tools` tells an agent and `coffer search` its user, the console's search
+    shows: with the official registry (as recorded) cached, an ask for Slack gets no tools, what ranked
+    closest and the registry's servers; "the weather in Paris" keeps its tools and adds the registry's
+    weather servers (none for Paris, an argument)."""
+    import json
+
+    from coffer.discovery import cache
+    from coffer.discovery.entries import parse_item
+    from tests.console.conftest import start_console, stop_console
+    from tests.fixtures.registry_server import WORLD
+
+    if not WORLD.exists():
+        pytest.skip(f"the recorded registry is not here: {WORLD}")
+    official = "https://registry.modelcontextprotocol.io"  # the recording's (the cache only: never reached)
+    vault = console_home / "coffer.toml"
+    vault.write_text(f'[registries]\nofficial = "{official}"\n\n{vault.read_text()}')
+    cache.store([parse_item(json.loads(line), official) for line in WORLD.open(encoding="utf-8")], official)
+    console = start_console(console_home)
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    tab = context.new_page()
+    problems: list[str] = []
+    tab.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
+    tab.on("console", lambda msg: problems.append(msg.text) if msg.type == "error" else None)
+    try:
+        tab.goto(console.url)
+        tab.click("nav >> text=Tools")
+        tab.wait_for_selector("main[data-page=tools][aria-busy=false] #tools")
+        tab.get_by_label("search tools").fill("send a message on Slack to the #general channel")
+        tab.click("form button:has-text('Search')")
+        lacking = tab.locator("#lacking")
+        lacking.wait_for()
+        assert (
+            lacking.locator("p").first.inner_text().startswith("Nothing in this vault serves 'slack': closest here is")
+        )
+        assert tab.locator("#hits").count() == 0  # no tool is the answer
+        offers = lacking.locator("tr[data-entry]")
+        assert offers.count() >= 1
+        for i in range(offers.count()):
+            row = offers.nth(i)
+            assert "slack" in row.inner_text().lower()
+            assert row.locator("code").inner_text() == f"coffer add {row.get_attribute('data-entry')}"
+        shoot(tab, shots, "search-lacking")
+        tab.get_by_label("search tools").fill("what's the weather in Paris")
+        tab.click("form button:has-text('Search')")
+        beside = tab.locator("#registry-offers")
+        beside.wait_for()
+        assert tab.locator("#hits tr").count() >= 1 and tab.locator("#lacking").count() == 0
+        assert "No tool here knows 'weather'; registry servers that do:" in beside.inner_text()
+        rows = beside.locator("tr[data-entry]")
+        assert rows.count() >= 1 and all("weather" in rows.nth(i).inner_text().lower() for i in range(rows.count()))
+    finally:
+        context.close()
+        stop_console(console)
+    assert problems == [], problems

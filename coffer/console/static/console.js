@@ -352,6 +352,19 @@ async function runSearch(query, results) {
   // matches the user has not let agents see: how many, why, and what shows them (never the tools)
   const hidden = (data.hidden || []).map((h) => el("p", { class: "muted hidden-matches", "data-server": h.server },
     `${h.count} matching ${h.count === 1 ? "tool is" : "tools are"} ${h.why} (${h.server}): `, el("code", {}, h.fix)));
+  if (data.lacking) {  // a service no tool here serves: no tools, what ranked closest, the registry's servers
+    const words = data.lacking.map((w) => `'${w}'`).join(", ");
+    const closest = data.closest.map((t) => t.name).join(", ");
+    results.replaceChildren(el("div", { id: "lacking" },
+      el("p", {}, `Nothing in this vault serves ${words}`, closest ? `: closest here is ${closest}.` : "."),
+      registryOffers(data.registry)), ...hidden);
+    return;
+  }
+  const offers = data.unknown && data.registry && data.registry.length
+    ? el("div", { id: "registry-offers" },
+      el("p", { class: "muted" }, `No tool here knows ${data.unknown.map((w) => `'${w}'`).join(", ")}; registry servers that do:`),
+      registryOffers(data.registry))
+    : null;
   if (!data.tools.length) {
     results.replaceChildren(el("p", { class: "muted" }, `No tool matches (${data.total_searched} searched with ${data.ranker}).`), ...hidden);
     return;
@@ -372,7 +385,20 @@ async function runSearch(query, results) {
   results.replaceChildren(
     el("div", { class: "legend" }, `${data.ranker} ranker, ${data.total_searched} tools searched`,
       ...PARTS.map(([key, , label]) => el("span", {}, el("i", { class: `sw-${key}` }), label))),
-    el("table", { id: "hits" }, body), ...hidden);
+    el("table", { id: "hits" }, body), ...hidden, ...(offers ? [offers] : []));
+}
+
+// the registry cache's servers for what the vault lacks, with the line that adds one (the Servers page
+// finds and adds them too)
+function registryOffers(servers) {
+  if (!servers || !servers.length) return el("p", { class: "muted" }, "The registry cache names no server for it.");
+  const body = el("tbody");
+  for (const offer of servers) {
+    body.append(el("tr", { "data-entry": offer.name },
+      el("td", {}, el("b", {}, offer.name), el("div", { class: "desc" }, firstLine(offer.about, 140))),
+      el("td", {}, el("code", {}, offer.install))));
+  }
+  return el("table", { class: "offers" }, body);
 }
 
 function scoreBar(parts, top) {
