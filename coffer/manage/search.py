@@ -39,20 +39,15 @@ class Lacking:
         return {"unknown": self.words, "registry": self.servers}
 
 
-def search_snapshot(query: str, k: int = 5, mode: str = "hybrid", explain: bool = False) -> RankResult:
-    """Rank the saved catalogue snapshot's tools an agent may see (`curation.visible_tools`), offline.
-
-    Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1.
-    """
-    return _ranked(query, k, mode, explain)[0]
-
-
 def search_or_lacking(
     query: str, k: int = 5, mode: str = "hybrid", explain: bool = False
 ) -> tuple[RankResult, Lacking | None]:
-    """`search_snapshot`, and what the query holds that no tool knows, by the registry cache (never the
-    network): a service the vault lacks (then the hits are what ranked closest), or words the
-    registry's servers know and no tool here does. None without either, or without a cached registry."""
+    """Rank the saved catalogue snapshot's tools an agent may see (`curation.visible_tools`), offline,
+    and say what the query holds that no tool knows, by the registry cache (never the network): a
+    service the vault lacks (then the hits are what ranked closest), or words the registry's servers
+    know and no tool here does; None without either, or without a cached registry.
+
+    Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1."""
     result, tools, reg = _ranked(query, k, mode, explain)
     registries = list(dict.fromkeys(reg.registries.values()))
     elsewhere, named = world.lacking(query, tools, _ranker(tools, mode).knows_word, registries)
