@@ -175,3 +175,6 @@ def test_an_ask_for_a_service_the_vault_lacks_names_the_registry_s_servers(
     assert weather["registry"] and all("weather" in (o["name"] + o["about"]).lower() for o in weather["registry"])
     shown = run_cli(cli, "search", "what's the weather in Paris")
     assert "no tool here knows 'weather'; registry servers that do" in shown.stderr + shown.stdout  # type: ignore[attr-defined]
+    # a word mostly used otherwise, that a server or two happen to be named for, is no reason to offer them
+    plain = json.loads(run_cli(cli, "search", "summarize the issue", "--json").stdout)  # type: ignore[attr-defined]
+    assert plain["tools"] and "registry" not in plain and "unknown" not in plain
