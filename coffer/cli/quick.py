@@ -93,8 +93,7 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
     found: list[dict[str, Any]] = [{"name": d.id, "description": d.text, "score": s} for d, s in result.hits]
     if as_json:
         answer = {"version": render.JSON_VERSION, "query": query, "ranker": result.ranker}
-        abstains = lacking is not None and lacking.abstains
-        answer |= {"total_searched": result.total, "tools": [] if abstains else found, "hidden": result.hidden}
+        answer |= {"total_searched": result.total, "tools": found, "hidden": result.hidden}
         if lacking:  # what coffer__search_tools tells an agent of what the vault lacks
             answer |= lacking.fields(found)
         render.print_json(answer)
@@ -102,12 +101,7 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
     if lacking and lacking.abstains:
         words = ", ".join(repr(w) for w in lacking.words)
         render.say(f"nothing in this vault serves {words}: closest here is {', '.join(d['name'] for d in found[:3])}")
-        if lacking.servers:
-            render.table(
-                ["registry server", "about", "add it"],
-                [(o["name"], render.first_line(o["about"], 60), o["install"]) for o in lacking.servers],
-                caption="from the registry cache (coffer find for more)",
-            )
+        _registry_servers(lacking.servers)
         return
     if not result.hits:
         render.say(f"no tool matches {query!r} ({result.total} tools searched with {result.ranker})")
@@ -119,9 +113,17 @@ def show_search(query: str, top_k: int, as_json: bool, ranker: str) -> None:
     )
     if lacking:  # words no tool here knows, that registry servers do
         render.say(f"no tool here knows {', '.join(repr(w) for w in lacking.words)}; registry servers that do:")
+        _registry_servers(lacking.servers)
+
+
+def _registry_servers(servers: list[dict[str, str]]) -> None:
+    """The registry cache's servers for what the vault lacks, with the line that adds each (none: nothing)."""
+    from coffer.cli import render
+
+    if servers:
         render.table(
             ["registry server", "about", "add it"],
-            [(o["name"], render.first_line(o["about"], 60), o["install"]) for o in lacking.servers],
+            [(o["name"], render.first_line(o["about"], 60), o["install"]) for o in servers],
             caption="from the registry cache (coffer find for more)",
         )
 

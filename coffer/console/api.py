@@ -170,8 +170,8 @@ def search(params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
         "tools": hits,
         "hidden": result.hidden,  # matches the user has not let agents see, counted (coffer search says the same)
     }
-    if lacking:  # what coffer search says of what the vault lacks: no tools at all where it abstains
-        out |= lacking.fields(hits) | ({"tools": []} if lacking.abstains else {})
+    if lacking:  # what coffer search says of what the vault lacks (no tools at all where it abstains)
+        out |= lacking.fields(hits)
     return out
 
 

@@ -31,11 +31,11 @@ class Lacking:
     abstains: bool = True
 
     def fields(self, found: list[dict[str, Any]]) -> dict[str, Any]:
-        """What a search answer adds for it, beside its tools (`found`, best first), as the agent's
-        `coffer__search_tools` answer says it: `lacking`, `closest` (then no tools are the answer) and
-        `registry`; or `unknown` and `registry`."""
+        """What a search answer with these tools (`found`, best first) says of it, as the agent's
+        `coffer__search_tools` answer does: no tools, `lacking`, `closest` and `registry`; or `unknown`
+        and `registry` beside the tools."""
         if self.abstains:
-            return {"lacking": self.words, "closest": found[:3], "registry": self.servers}
+            return {"tools": [], "lacking": self.words, "closest": found[:3], "registry": self.servers}
         return {"unknown": self.words, "registry": self.servers}
 
 
