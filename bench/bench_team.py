@@ -14,15 +14,12 @@ so and exits 0.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ROOT / ".ci" / "node"
 
 
 def per_call_us(fn: object, n: int) -> float:
@@ -39,49 +36,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checks", type=int, default=20000)
     args = parser.parse_args()
-    if shutil.which("node") is None or not (MODULES / "node_modules" / "oidc-provider").is_dir():
-        print("bench_team: needs node and oidc-provider in .ci/node (.ci/run installs them); nothing measured")
-        return 0
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "bench"))
-    import httpx2
     from bench_gateway import _free_port as free_port
 
     from coffer.trust.http_token import authorised
     from coffer.trust.team import Team, Verifier
+    from tests.fixtures.idp import available, start_idp
 
-    port, resource = free_port(), f"http://127.0.0.1:{free_port()}/mcp"
-    idp = subprocess.Popen(
-        [
-            "node",
-            str(ROOT / "tests/fixtures/oidc_idp.mjs"),
-            "--port",
-            str(port),
-            "--resource",
-            resource,
-            "--kid",
-            "bench",
-            "--modules",
-            str(MODULES),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    if not available():
+        print("bench_team: needs node and oidc-provider in .ci/node (.ci/run installs them); nothing measured")
+        return 0
+    resource = f"http://127.0.0.1:{free_port()}/mcp"
+    idp = start_idp(free_port(), resource, "bench")  # a bounded start: a provider that never listens fails
     try:
-        assert idp.stdout is not None and idp.stdout.readline().startswith("ready")
-        issuer = f"http://127.0.0.1:{port}"
-
-        def token() -> str:
-            answer = httpx2.post(
-                f"{issuer}/token",
-                data={"grant_type": "client_credentials", "scope": "mcp:tools", "resource": resource},
-                auth=("agent-alice", "ecila-tnega"),
-            )
-            return str(answer.json()["access_token"])
-
-        verifier = Verifier(Team(issuer, resource, ("mcp:tools",), (("group", "eng"),)))
-        first, second = token(), token()
+        verifier = Verifier(Team(idp.url, resource, ("mcp:tools",), (("group", "eng"),)))
+        first, second = idp.token("agent-alice", resource), idp.token("agent-alice", resource)
         t0 = time.perf_counter()
         verifier.check(first)
         first_ms = (time.perf_counter() - t0) * 1000
@@ -96,8 +66,7 @@ def main() -> int:
         print(f"cached, per request                    {cached:8.2f} us   ({cached / baseline:.1f}x the static token)")
         print(f"static token (serve --http), baseline  {baseline:8.2f} us")
     finally:
-        idp.terminate()
-        idp.wait(10)
+        idp.stop()
     return 0
 
 

@@ -13,7 +13,6 @@ oidc-provider in .ci/node the bench says so and exits 0.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import subprocess
 import sys
@@ -30,20 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench_gateway import _free_port, gateway_env, vault  # noqa: E402
 
-MODULES = ROOT / ".ci" / "node"
-
-
-def token_for(issuer: str, member: str, resource: str) -> str:
-    import httpx2
-
-    answer = httpx2.post(
-        f"{issuer}/token",
-        data={"grant_type": "client_credentials", "scope": "mcp:tools", "resource": resource},
-        auth=(member, member[::-1]),
-        timeout=10,
-    )
-    answer.raise_for_status()
-    return str(answer.json()["access_token"])
+from tests.fixtures.idp import available, start_idp  # noqa: E402
 
 
 async def load(port: int, tokens: list[str], sessions: int, calls: int) -> tuple[list[float], float]:
@@ -101,35 +87,16 @@ async def main_async(members: int, sessions: int, calls: int) -> None:
     env = gateway_env(home) | {"COFFER_STANDALONE": "1", "COFFER_REGISTRY_REFRESH": "off"}
     idp_port, team_port, token_port = _free_port(), _free_port(), _free_port()
     resource = f"http://127.0.0.1:{team_port}/mcp"
-    idp = subprocess.Popen(
-        [
-            "node",
-            str(ROOT / "tests/fixtures/oidc_idp.mjs"),
-            "--port",
-            str(idp_port),
-            "--resource",
-            resource,
-            "--kid",
-            "load",
-            "--members",
-            str(members),
-            "--modules",
-            str(MODULES),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    procs: list[subprocess.Popen[Any]] = [idp]
+    idp = start_idp(idp_port, resource, "load", members=members)  # bounded: a provider that never listens fails
+    procs: list[subprocess.Popen[Any]] = [idp.proc]
     try:
-        assert idp.stdout is not None and idp.stdout.readline().startswith("ready")
-        issuer = f"http://127.0.0.1:{idp_port}"
+        issuer = idp.url
         vault_file = home / "coffer.toml"
         team = (
             f'[team]\nissuer = "{issuer}"\nresource = "{resource}"\nscopes = ["mcp:tools"]\nmembers = ["group:eng"]\n\n'
         )
         vault_file.write_text(team + vault_file.read_text())
-        tokens = [token_for(issuer, f"member-{i + 1}", resource) for i in range(members)]
+        tokens = [idp.token(f"member-{i + 1}", resource) for i in range(members)]
         static = subprocess.run(
             [sys.executable, "-m", "coffer", "serve", "--print-token"],
             env=env,
@@ -163,7 +130,7 @@ def main() -> int:
     parser.add_argument("--sessions", type=int, default=4)
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args()
-    if shutil.which("node") is None or not (MODULES / "node_modules" / "oidc-provider").is_dir():
+    if not available():
         print("bench_team_load: needs node and oidc-provider in .ci/node (.ci/run installs them); nothing measured")
         return 0
     anyio.run(main_async, args.members, args.sessions, args.calls)

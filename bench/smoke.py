@@ -10,6 +10,7 @@ it is the bench's own code that must not rot. Exit status 1 when any bench fails
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -40,6 +41,24 @@ SMALLEST: dict[str, list[str]] = {
 LIMIT_S = 300
 
 
+def run_bounded(name: str) -> tuple[bool, list[str]]:
+    """Whether the bench passed, and the end of what it printed. One still running after LIMIT_S is sent
+    SIGABRT, on which Python's faulthandler prints every thread's stack: a hang says where it hung."""
+    argv = [sys.executable, "-X", "faulthandler", str(HERE / f"{name}.py"), *SMALLEST[name]]
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        try:
+            out, _ = proc.communicate(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                out, _ = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # its stack is lost, but the run goes on
+                proc.kill()
+                out = ""
+            return False, [f"still running after {LIMIT_S} s; its stacks:", *out.strip().splitlines()[-40:]]
+    return proc.returncode == 0, out.strip().splitlines()[-3:]
+
+
 def main(words: list[str]) -> int:
     found = sorted(p.stem for p in HERE.glob("bench_*.py"))
     unknown = [name for name in found if name not in SMALLEST]
@@ -51,16 +70,7 @@ def main(words: list[str]) -> int:
         if words and not any(w in name for w in words):
             continue
         t0 = time.perf_counter()
-        try:
-            done = subprocess.run(
-                [sys.executable, str(HERE / f"{name}.py"), *SMALLEST[name]],
-                capture_output=True,
-                text=True,
-                timeout=LIMIT_S,
-            )
-            ok, tail = done.returncode == 0, (done.stdout + done.stderr).strip().splitlines()[-3:]
-        except subprocess.TimeoutExpired:
-            ok, tail = False, [f"still running after {LIMIT_S} s"]
+        ok, tail = run_bounded(name)
         print(f"{'ok  ' if ok else 'FAIL'} {name:20} {time.perf_counter() - t0:6.1f} s")
         if not ok:
             failed.append(name)

@@ -5,13 +5,8 @@ the MCP SDK's own OAuth client, which discovers the provider from the gateway's 
 from __future__ import annotations
 
 import json
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
-import time
-import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -29,89 +24,14 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from coffer.trust.team import KEY_REFETCH_S, LEEWAY_S
 from tests.fixtures.gateway_harness import add_fixture, serve_env, text, wait_for
+from tests.fixtures.idp import Idp, available, start_idp
 from tests.gateway.test_gateway_http import free_port, listening
 
 pytestmark = pytest.mark.anyio
-ROOT = Path(__file__).resolve().parents[2]
-MODULES = ROOT / ".ci" / "node"
-IDP = ROOT / "tests" / "fixtures" / "oidc_idp.mjs"
 pytestmark = [
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        shutil.which("node") is None or not (MODULES / "node_modules" / "oidc-provider").is_dir(),
-        reason="needs node and oidc-provider in .ci/node (.ci/run installs them)",
-    ),
+    pytest.mark.skipif(not available(), reason="needs node and oidc-provider in .ci/node (.ci/run installs them)"),
 ]
-
-
-@dataclass
-class Idp:
-    url: str
-    port: int
-    proc: subprocess.Popen[str]
-
-    def token(self, client: str, resource: str, scope: str = "mcp:tools") -> str:
-        answer = httpx2.post(
-            f"{self.url}/token",
-            data={"grant_type": "client_credentials", "scope": scope, "resource": resource},
-            auth=(client, client[::-1]),
-            timeout=10,
-        )
-        assert answer.status_code == 200, answer.text
-        return str(answer.json()["access_token"])
-
-
-def start_idp(
-    port: int, resource: str, kid: str, ttl: int = 300, fmt: str = "jwt", console: str = "", exchange_to: str = ""
-) -> Idp:
-    """The provider on `port`. A start that has not listened in 30 s is diagnosed (its stderr, and node's own
-    report of what its loop waits on) and tried once more: the provider is the tests' fixture, not Coffer."""
-    argv = ["node", "--report-on-signal", "--report-signal=SIGUSR2"]
-    argv += [str(IDP), "--port", str(port), "--resource", resource, "--kid", kid, "--ttl", str(ttl)]
-    argv += ["--format", fmt] + (["--console-redirect", console] if console else [])
-    argv += ["--exchange-to", exchange_to] if exchange_to else []
-    argv += ["--modules", str(MODULES)]
-    why = ""
-    for _ in range(2):
-        with tempfile.TemporaryDirectory() as scratch:
-            err = Path(scratch, "stderr")
-            with err.open("w") as sink:
-                proc = subprocess.Popen(
-                    [*argv[:3], f"--report-directory={scratch}", *argv[3:]],
-                    stdout=subprocess.DEVNULL,
-                    stderr=sink,
-                    text=True,
-                )
-            deadline = time.monotonic() + 30  # bounded: a provider that hangs before it listens fails, not the run
-            while not listening(port) and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.02)
-            if proc.poll() is None and listening(port):
-                return Idp(f"http://127.0.0.1:{port}", port, proc)
-            why = idp_failure(proc, Path(scratch), err)
-        warnings.warn(f"the OpenID provider did not start on port {port}: {why}", stacklevel=2)
-    raise AssertionError(f"the OpenID provider did not start: {why}")
-
-
-def idp_failure(proc: subprocess.Popen[str], scratch: Path, err: Path) -> str:
-    """What a provider that did not listen was doing: its exit status or node's report, and its stderr."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGUSR2)
-        deadline = time.monotonic() + 10  # node writes it when its loop takes the signal; never if the loop is stuck
-        while "Node.js report completed" not in err.read_text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        proc.kill()
-        proc.wait()
-        reports = sorted(scratch.glob("report.*.json"))
-        if reports:
-            report = json.loads(reports[0].read_text())
-            handles = sorted({str(h.get("type")) for h in report.get("libuv", [])})
-            stack = report.get("javascriptStack", {}).get("stack", [])[:4]
-            state = f"alive, not listening; its loop holds {handles}; stack {stack}"
-        else:
-            state = "alive, not listening, and its loop did not answer the report signal (busy)"
-    else:
-        state = f"exited {proc.returncode}"
-    return f"{state}; stderr: {err.read_text()[-600:].strip()!r}"
 
 
 @dataclass
@@ -170,8 +90,7 @@ def served(
     finally:
         proc.terminate()
         proc.wait(10)
-        gateway.idp.proc.terminate()
-        gateway.idp.proc.wait(10)
+        gateway.idp.stop()
 
 
 @pytest.fixture
@@ -240,7 +159,6 @@ async def test_an_sdk_client_discovers_the_provider_signs_in_and_calls_tools(tea
     async with member(g, "agent-alice", storage) as session:
         assert "alpha__echo" in [t.name for t in (await session.list_tools()).tools]
         assert text(await session.call_tool("alpha__echo", {"text": "as a member"})) == "as a member"
-    import json
 
     from typer.testing import CliRunner
 
@@ -283,8 +201,7 @@ async def test_a_rotated_key_is_fetched_and_an_expired_token_refused(team_gatewa
     are fetched again). That token, once past its exp and the leeway, is refused."""
     g = team_gateway
     assert post(g.url, g.idp.token("agent-alice", g.url)).status_code == 200  # key k1, fetched once
-    g.idp.proc.terminate()
-    g.idp.proc.wait(10)
+    g.idp.stop()
     g.idp = start_idp(g.idp.port, g.url, "k2", ttl=8)
     brief = g.idp.token("agent-alice", g.url)
     await anyio.sleep(KEY_REFETCH_S + 0.3)  # a key seen fetched within this long is not fetched again at once
