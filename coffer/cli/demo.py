@@ -24,17 +24,14 @@ def demo(as_json: Annotated[bool, typer.Option("--json", help="Print what happen
     render.say(
         f"1. connected to {report['gateway']} over stdio ({report['protocol']}) in {report['initialize_seconds']}s"
     )
+    # each step's heading is a line of its own: a table's title wraps inside the table's width
+    render.text(f"2. tools/list: {len(report['tools'])} tools (upstream tools are named <server>__<tool>)")
     render.table(
-        ["tool", "description"],
-        [(t["name"], render.first_line(t["description"], 70)) for t in report["tools"]],
-        title=f"2. tools/list: {len(report['tools'])} tools (upstream tools are named <server>__<tool>)",
+        ["tool", "description"], [(t["name"], render.first_line(t["description"], 70)) for t in report["tools"]]
     )
     search = report["search"]
-    render.table(
-        ["tool", "score"],
-        [(r["name"], f"{r['score']:.3f}") for r in search["results"]],
-        title=f'3. coffer__search_tools "{search["query"]}"',
-    )
+    render.text(f'3. coffer__search_tools "{search["query"]}"')
+    render.table(["tool", "score"], [(r["name"], f"{r['score']:.3f}") for r in search["results"]])
     call = report["call"]
     outcome = "error" if call["is_error"] else "ok"
     render.text(f"4. called {call['tool']} {call['arguments']} through the gateway -> {outcome}: {call['result']}")

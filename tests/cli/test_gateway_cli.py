@@ -78,3 +78,12 @@ def test_demo_runs_the_whole_loop_in_a_throwaway_vault(cli: CliRunner, coffer_ho
     assert report["call"]["tool"] == "demo__current_time" and not report["call"]["is_error"]
     assert report["call"]["result"].endswith("+00:00")
     assert not coffer_home.exists() or not any(coffer_home.iterdir())  # the user's vault was never touched
+
+
+def test_demos_steps_read_as_whole_lines(cli: CliRunner, coffer_home: Path) -> None:
+    """Each step's heading is a line of its own: as a table's title it wrapped inside the narrow table
+    (`3. coffer__search_tools "what` over `time is it right now"`)."""
+    lines = run_cli(cli, "demo").stdout.splitlines()  # type: ignore[attr-defined]
+    assert '3. coffer__search_tools "what time is it right now"' in lines
+    assert any(line.startswith("2. tools/list: 8 tools") for line in lines)
+    assert any(line.startswith("4. called demo__current_time") for line in lines)
