@@ -49,7 +49,14 @@ def table(
     from rich.table import Table
     from rich.text import Text
 
-    tbl = Table(title=title, caption=caption, show_lines=False)
+    # at least as wide as its title, which rich would otherwise wrap to a narrow table's width; titles and
+    # captions as Text, never markup (a path may hold "[x]")
+    tbl = Table(
+        title=None if title is None else Text(_clean(title)),
+        caption=None if caption is None else Text(_clean(caption)),
+        show_lines=False,
+        min_width=len(title or "") or None,
+    )
     for col in columns:
         tbl.add_column(col, overflow="fold")
     for row in rows:
@@ -63,7 +70,13 @@ def kv(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    tbl = Table(title=title, show_header=False, box=None, padding=(0, 2))
+    tbl = Table(
+        title=None if title is None else Text(_clean(title)),
+        show_header=False,
+        box=None,
+        padding=(0, 2),
+        min_width=len(title or "") or None,
+    )
     tbl.add_column(style="bold")
     tbl.add_column(overflow="fold")
     for key, value in pairs:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tests.conftest import run_cli
@@ -64,3 +65,15 @@ def test_show_says_what_a_tool_count_depends_on(cli: CliRunner, coffer_home: Pat
     run_cli(cli, "add", "alpha", "--", sys.executable, str(FIXTURE), "--mode", "normal", "--name", "alpha")
     out = " ".join(run_cli(cli, "show", "alpha").stdout.split())  # type: ignore[attr-defined]
     assert "tools listed for a client that declared" in out and "follows the client that listed it last" in out
+
+
+def test_a_tables_title_is_one_line_and_read_as_written(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A title is the table's first line whole, never wrapped to a narrow table's width, and never read as
+    rich's markup: a vault under a folder named `[team]` is shown by that name (it was dropped as a tag)."""
+    home = tmp_path / "[team] vaults" / "a-folder-name-long-enough-to-outgrow-the-table"
+    monkeypatch.setenv("COFFER_HOME", str(home))
+    run_cli(cli, "add", "d", "--no-probe", "--", "x")
+    lines = run_cli(cli, "list").stdout.splitlines()  # type: ignore[attr-defined]
+    assert lines[0].strip() == f"1 server in {home / 'coffer.toml'}", lines[:2]
