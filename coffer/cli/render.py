@@ -51,11 +51,12 @@ def table(
 
     # at least as wide as its title, which rich would otherwise wrap to a narrow table's width; titles and
     # captions as Text, never markup (a path may hold "[x]")
+    heading = None if title is None else Text(_clean(title))
     tbl = Table(
-        title=None if title is None else Text(_clean(title)),
+        title=heading,
         caption=None if caption is None else Text(_clean(caption)),
         show_lines=False,
-        min_width=len(title or "") or None,
+        min_width=None if heading is None else heading.cell_len,
     )
     for col in columns:
         tbl.add_column(col, overflow="fold")
@@ -70,12 +71,13 @@ def kv(pairs: Iterable[tuple[str, Any]], title: str | None = None) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    heading = None if title is None else Text(_clean(title))
     tbl = Table(
-        title=None if title is None else Text(_clean(title)),
+        title=heading,
         show_header=False,
         box=None,
         padding=(0, 2),
-        min_width=len(title or "") or None,
+        min_width=None if heading is None else heading.cell_len,
     )
     tbl.add_column(style="bold")
     tbl.add_column(overflow="fold")
