@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.gateway_harness import stop_process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -52,12 +54,7 @@ def start_console(home: Path, *args: str, browser: bool = False, env: dict[str, 
 
 
 def stop_console(console: Console) -> None:
-    console.proc.terminate()
-    try:
-        console.proc.wait(10)
-    except subprocess.TimeoutExpired:
-        console.proc.kill()
-        console.proc.wait()
+    stop_process(console.proc)
 
 
 @pytest.fixture
