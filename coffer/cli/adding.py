@@ -40,6 +40,14 @@ AllowReadOpt = Annotated[
 AllowWriteOpt = Annotated[
     list[str] | None, typer.Option("--allow-write", metavar="PATH", help="Confined: also writable (repeat).")
 ]
+AllowSecretOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-secret",
+        metavar="PATH",
+        help="Confined: also readable, though it is a secret place (~/.kube, ~/.aws/config) Coffer hides (repeat).",
+    ),
+]
 AllowHostOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -101,6 +109,7 @@ def add(
     allow_read: AllowReadOpt = None,
     allow_write: AllowWriteOpt = None,
     allow_host: AllowHostOpt = None,
+    allow_secret: AllowSecretOpt = None,
     from_registry: Annotated[
         str | None, typer.Option("--registry", metavar="URL", help="From a registry: this one, not [registries].")
     ] = None,
@@ -137,8 +146,9 @@ def add(
         raise UsageError(f"invalid --share '{share}': expected one of {', '.join(registry.SHARE_MODES)}")
     if exchange and (not url or share != "member" or oauth_client_id):
         raise UsageError("--exchange needs --url and --share member (and no --oauth-client-id)")
-    confined = registry.sandbox_option(sandbox, allow_read, allow_write, allow_host)
-    for warning in servers.grant_warnings(allow_read, allow_write):
+    warnings = servers.check_grants(allow_read, allow_write, allow_secret)
+    confined = registry.sandbox_option(sandbox, allow_read, allow_write, allow_host, allow_secret)
+    for warning in warnings:
         render.warn(warning)
     if url and confined != "auto":
         raise UsageError("--sandbox and --allow-* apply to servers Coffer launches (a command), not --url")
@@ -159,9 +169,15 @@ def add(
         exchange={} if exchange else None,
     )
     client = (oauth_client_id, oauth_client_secret) if oauth_client_id else None
-    told = None if as_json else lambda c: render.say(f"added '{c.name}': {c.launch_line()}")
+
+    def told(added: registry.ServerConfig) -> None:
+        render.say(f"added '{added.name}': {added.launch_line()}")
+        note = servers.hidden_note(added.name)
+        if note:
+            render.warn(note)
+
     probe = not no_probe and not exchange  # only a member's token opens it: it is listed at a member's first need
-    render_added(servers.add(cfg, probe=probe, oauth_client=client, on_registered=told), as_json)
+    render_added(servers.add(cfg, probe=probe, oauth_client=client, on_registered=None if as_json else told), as_json)
 
 
 def _add_from_registry(
@@ -244,6 +260,7 @@ def edit(
     allow_read: AllowReadOpt = None,
     allow_write: AllowWriteOpt = None,
     allow_host: AllowHostOpt = None,
+    allow_secret: AllowSecretOpt = None,
     no_probe: Annotated[bool, typer.Option("--no-probe", help="Do not start it once to list its tools.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -253,12 +270,19 @@ def edit(
 
     if timeout is not None and timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
-    grants = (sandbox, list(allow_read or []), list(allow_write or []), list(allow_host or []))
+    before = registry.load().get(name)  # an unknown name is said first, and alone
+    opened = before.sandbox.get("secrets", []) if isinstance(before.sandbox, dict) else []
+    warnings = servers.check_grants(allow_read, allow_write, allow_secret, opened)
+    read, write, hosts, named = (list(x or []) for x in (allow_read, allow_write, allow_host, allow_secret))
+    grants = (sandbox, read, write, hosts, named)
     confine = grants if sandbox is not None or any(grants[1:]) else None
-    for warning in servers.grant_warnings(allow_read, allow_write):
+    for warning in warnings:
         render.warn(warning)
     change = servers.Edit(list(command or []), url, _pairs(env, "--env"), list(unset_env or []), timeout, confine)
     approved = servers.edit_server(name, change, probe=not no_probe)
+    note = servers.hidden_note(name, before)
+    if note and not as_json:
+        render.warn(note)
     cfg = registry.load().get(name)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "server": cfg.to_dict(mask=True), "approved": approved})

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import stat
 from pathlib import Path
 
 from coffer.errors import CofferError
@@ -21,15 +20,7 @@ DEFAULT_IDLE_S = 600.0
 
 def runtime_dir() -> Path:
     """The private directory for sockets and locks. Raises CofferError when it is not ours."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    root = Path(base) / "coffer" if base and Path(base).is_dir() else Path(f"/tmp/coffer-{os.getuid()}")
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = root.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
-        raise CofferError(f"{root} is not a directory of this user: refusing to put the engine's socket there")
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(root, 0o700)
-    return root
+    return paths.owned_private_dir(paths.runtime_root())
 
 
 def vault_key(registry: Path | None = None) -> str:

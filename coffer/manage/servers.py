@@ -100,7 +100,8 @@ class Edit:
     env: dict[str, str] = field(default_factory=dict)  # set
     unset_env: list[str] = field(default_factory=list)  # removed
     timeout: float | None = None
-    sandbox: tuple[str | None, list[str], list[str], list[str]] | None = None  # mode, read, write, hosts
+    sandbox: tuple[str | None, list[str], list[str], list[str], list[str]] | None = None  # mode, read, write, hosts,
+    # secret places named
 
     def empty(self) -> bool:
         changes = (self.command, self.url, self.env, self.unset_env, self.sandbox)
@@ -372,18 +373,52 @@ def apply_import(plan: ImportPlan) -> ImportPlan:
     return plan
 
 
-def grant_warnings(read: list[str] | None, write: list[str] | None) -> list[str]:
-    """What a user should hear about a grant: a path that does not exist, or one that opens a secret place."""
-    from pathlib import Path
+def check_grants(
+    read: list[str] | None, write: list[str] | None, secret: list[str] | None = None, opened: list[str] | None = None
+) -> list[str]:
+    """Refuse what no grant may open (coffer.upstreams.walls): Coffer's own files, and a secret place not
+    named by `--allow-secret` (this command's, or `opened`: the entry's). Returns what to warn about."""
+    import os
 
-    from coffer.upstreams.policy import exposes_secret
+    from coffer.errors import UsageError
+    from coffer.upstreams import runtimes, walls
 
-    out: list[str] = []
+    def real(path: str) -> str:
+        return os.path.realpath(os.path.expanduser(path))
+
+    for path in [*(read or []), *(write or []), *(secret or [])]:
+        wall = walls.coffers(path)
+        if wall is not None:
+            raise UsageError(f"{path} cannot be granted: {wall.why()}")
+    for path in secret or []:
+        if walls.secret_of(path) is None:
+            raise UsageError(f"--allow-secret {path}: not a secret place (grant it with --allow-read or --allow-write)")
+    named = [real(p) for p in [*(secret or []), *(opened or [])]]
     for path in [*(read or []), *(write or [])]:
-        full = Path(path).expanduser()
-        if not full.exists():
-            out.append(f"warning: {path} does not exist (yet): the grant applies once it does")
-        secret = exposes_secret(str(full))
-        if secret is not None:
-            out.append(f"warning: granting {path} lets the server read {secret}, where credentials live")
+        place = walls.secret_of(path)
+        if place is not None and not any(runtimes.within(real(path), n) for n in named):
+            raise UsageError(
+                f"{path} is in {place.shown}, a secret place ({place.what}) that Coffer hides from every server:"
+                f" to grant it anyway, name it with --allow-secret {runtimes.tilde(real(path))}"
+            )
+    out = []
+    for path in [*(read or []), *(write or []), *(secret or [])]:
+        if not os.path.exists(real(path)):
+            out.append(f"{path} does not exist (yet): the grant applies once it does")
     return out
+
+
+def hidden_note(name: str, before: registry.ServerConfig | None = None) -> str | None:
+    """What Coffer keeps hidden inside the paths `name`'s entry opens (only those new since `before`),
+    said once when a grant is made; None where nothing is."""
+    from coffer.upstreams import explain
+    from coffer.upstreams.policy import policy_for
+
+    cfg = registry.load().get(name)
+    if cfg.url or cfg.sandbox == "off":
+        return None
+    policy = policy_for(cfg)
+    old = set(explain.grants(policy_for(before))) if before is not None and not before.url else set()
+    new = [p for p in explain.grants(policy) if p not in old]
+    said = explain.hidden(policy, new) if new else ""
+    return f"'{name}': {said}" if said else None

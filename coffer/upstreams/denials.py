@@ -5,6 +5,8 @@ EROFS, a refused port as EACCES, a refused host as the proxy's 403: to the serve
 look like any other failure. Here an error's text is read against what the server's last start could
 read, write and reach (coffer.upstreams.sandbox.Start), and the one `coffer edit` that grants it is
 named, in the server's last error (`coffer status`, `add`, the console) and in a failed tool's result.
+A path behind one of the vault's walls (coffer.upstreams.walls: Coffer's own files, a secret place) is
+never offered as a grant: the hint says that Coffer hides it on purpose, and why.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def hint(start: Start | None, name: str, error: str, denied_hosts: list[str] | N
         path = raw.rstrip(".'\"")
         if not _on_host(path) or os.path.realpath(path).startswith(("/proc/", "/dev/")):
             continue
+        wall = start.wall_of(path)
+        if wall is not None and not start.visible(path):  # on purpose: never a grant to propose
+            return f"'{name}' cannot reach {path}: {wall.why()}"
         if not start.visible(path):
             quoted = _quote(path)
             if re.search(r"read-only|EROFS", error, re.I):

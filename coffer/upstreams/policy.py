@@ -11,8 +11,9 @@ or write, which network, which extra TCP ports. It comes from, in order:
   path readable with its project, the ports of the local URLs it names.
 
 Registry data only ever narrows it (a publisher's host list); nothing here widens a policy because an
-upstream asked. Secret places (`SECRETS`) are never uncovered by what a launch line names, and a grant
-that holds one still hides it (bubblewrap) or leaves it out (Landlock).
+upstream asked. No policy opens the vault's walls (coffer.upstreams.walls): Coffer's own files are never
+granted, and a secret place (`SECRETS`) only by name (`secrets`, `--allow-secret`); a grant that holds
+either still hides it (bubblewrap) or leaves it out (Landlock).
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ class Policy:
     named: tuple[str, ...] = ()  # writable because the launch line names them; never uncovers a secret place
     code: tuple[str, ...] = ()  # readable: the code the launch line runs by path, with its project
     ports: tuple[int, ...] = ()  # more TCP ports it may connect to, the host's loopback included
+    secrets: tuple[str, ...] = ()  # secret places (or paths in them) opened by name: read, and written where granted
     off: bool = False
     why: str = WHY_DEFAULT
 
@@ -112,7 +114,7 @@ class Policy:
         writes = list(dict.fromkeys((*self.write, *self.named)))
         if writes:
             parts[-1] += ", " + ", ".join(writes)
-        reads = list(dict.fromkeys((*self.read, *self.code)))
+        reads = list(dict.fromkeys((*self.read, *self.secrets, *self.code)))
         if reads:
             parts.append("also reads " + ", ".join(reads))
         return "; ".join(parts)
@@ -135,11 +137,12 @@ def policy_for(cfg: ServerConfig) -> Policy:
             named=named,
             code=code,
             ports=runtimes.unique((*ports, *(int(p) for p in raw.get("ports", ())))),
+            secrets=tuple(expand(p, cfg) for p in raw.get("secrets", ())),
             why="its own [servers.NAME] sandbox table",
         )
     known = _known(cfg)
     if known is not None:
-        return Policy(known.network, known.read, known.write, named, code, ports, why=known.why)
+        return Policy(known.network, known.read, known.write, named, code, ports, known.secrets, why=known.why)
     why = WHY_DEFAULT + (", and the paths its launch line names" if named else "")
     return Policy(named=named, code=code, ports=ports, why=why)
 
@@ -244,7 +247,8 @@ def _known(cfg: ServerConfig) -> Policy | None:
         network = "all" if runner else "none"
         return Policy(network=network, write=write, why="auto: the git server, its repository read-write")
     if any(_KUBERNETES.search(w) for w in words):
-        return Policy(read=(os.path.join(home, ".kube"),), why="auto: a Kubernetes client, reads ~/.kube")
+        kube = os.path.join(home, ".kube")  # a secret place: opened by the profile, as --allow-secret would
+        return Policy(read=(kube,), secrets=(kube,), why="auto: a Kubernetes client, reads ~/.kube")
     if any(_OFFLINE.search(w) for w in words):
         if runner:  # npx and uvx fetch the package at start: the registry must be reachable
             return Policy(why="auto: needs no network, but its package runner fetches it at start")
@@ -259,21 +263,4 @@ def _option(args: list[str], names: tuple[str, ...]) -> str | None:
                 return args[i + 1]
             if arg.startswith(name + "="):
                 return arg.split("=", 1)[1]
-    return None
-
-
-def secret_places() -> list[str]:
-    """The secret places that exist here, as real paths."""
-    home = runtimes.home()
-    return [os.path.realpath(os.path.join(home, p)) for p in SECRETS if os.path.lexists(os.path.join(home, p))]
-
-
-def exposes_secret(path: str) -> str | None:
-    """The secret place a grant of `path` would open (the place itself, or one inside it), or None."""
-    real = os.path.realpath(os.path.expanduser(path))
-    home = runtimes.home()
-    for place in SECRETS:
-        secret = os.path.join(home, place)
-        if runtimes.within(real, secret) or runtimes.within(secret, real):
-            return "~/" + place
     return None

@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coffer.errors import UpstreamError
-from coffer.upstreams import lockdown, netgate, runtimes
-from coffer.upstreams.policy import SECRETS, WEB_PORTS, Policy, policy_for, secret_places
+from coffer.upstreams import lockdown, netgate, runtimes, walls
+from coffer.upstreams.policy import SECRETS, WEB_PORTS, Policy, policy_for
 from coffer.vault import paths
 from coffer.vault.registry import ServerConfig
 
@@ -210,9 +210,11 @@ class Start:
     cwd: str
     read: list[str] = field(default_factory=list)
     write: list[str] = field(default_factory=list)
-    secrets: list[str] = field(default_factory=list)  # secret places inside a grant: hidden or left out
+    hidden: list[str] = field(default_factory=list)  # walls inside what it may read or write: carved out
     ports: list[int] | None = None  # TCP connect ports (None: not limited by port)
     env: dict[str, str] = field(default_factory=dict)
+    in_force: list[walls.Wall] = field(default_factory=list)  # every wall, to say why a path is hidden
+    home_at: str = ""  # where its own home is seen: the user's home path, or its own (a grant holds the user's)
 
     def confine(self, argv: list[str]) -> list[str]:
         if self.mechanism == "bubblewrap":
@@ -232,18 +234,22 @@ class Start:
         """Whether the server can see `path` (a path on the host, as its error names it)."""
         real = os.path.realpath(path)
         allowed = [os.path.realpath(p) for p in (*self.read, *self.write)]
-        for secret in (s for s in self.secrets if runtimes.within(real, s)):  # hidden, but for a grant inside it
-            return any(runtimes.within(real, p) and runtimes.within(p, secret) for p in allowed)
+        for wall in (x for x in self.hidden if runtimes.within(real, x)):  # hidden, but for what is bound inside it
+            return any(runtimes.within(real, p) and runtimes.within(p, wall) for p in allowed)
         if any(runtimes.within(real, p) for p in allowed):
             return True
         user = runtimes.home()
-        if self.mechanism == "bubblewrap" and runtimes.within(real, user):  # its own home, mounted where the user's is
-            return os.path.lexists(os.path.join(self.home, os.path.relpath(real, user)))
+        if self.mechanism == "bubblewrap" and self.home_at != self.home and runtimes.within(real, user):
+            return os.path.lexists(os.path.join(self.home, os.path.relpath(real, user)))  # its own, at the user's
         return False
 
     def writable(self, path: str) -> bool:
         real = os.path.realpath(path)
         return self.visible(path) and any(runtimes.within(real, os.path.realpath(p)) for p in self.write)
+
+    def wall_of(self, path: str) -> walls.Wall | None:
+        """The wall that hides `path` from this server on purpose, or None."""
+        return walls.holding(os.path.realpath(path), self.in_force)
 
     def _bwrap(self, argv: list[str]) -> list[str]:
         bwrap = support().bwrap
@@ -251,7 +257,6 @@ class Start:
         out = [bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
         if self.policy.network != "all":  # "none", or a host list: no route out but the filtering proxy
             out.append("--unshare-net")
-        user = os.path.expanduser("~")
         binds: list[tuple[str, str, str]] = []  # (how, source, target)
         system = runtimes.system_dirs()
         for path in system:
@@ -259,28 +264,29 @@ class Start:
                 out += ["--symlink", os.readlink(path), path]
             else:
                 binds.append(("--ro-bind", path, path))
-        binds.append(("--bind", self.home, user))  # its own home, where the user's was
-        granted_write = [p for p in self.write if p not in (self.home, *DEVICES)]
-        binds += [("--ro-bind", p, p) for p in self.read if p not in system and p not in DEVICES]
-        binds += [("--bind", p, p) for p in granted_write]
-        binds = [b for b in binds if b[1] not in ("/dev", "/proc")]
-        binds.sort(key=lambda b: (b[2].count(os.sep), b[2]))  # parents before what is bound inside them
+        binds.append(("--bind", self.home, self.home_at))  # its own home: where the user's was, or its own path
+        special = (*DEVICES, "/dev", "/proc")
+        binds += [("--ro-bind", p, p) for p in self.read if p not in system and p not in special]
+        binds += [("--bind", p, p) for p in self.write if p != self.home and p not in special]
+        binds = list(dict.fromkeys(binds))
+        depth = lambda b: (b[2].rstrip(os.sep).count(os.sep), b[2])  # noqa: E731  parents before what is inside them
+        outside = sorted((b for b in binds if not any(_strictly(b[2], x) for x in self.hidden)), key=depth)
+        within = sorted((b for b in binds if b not in outside), key=depth)
         out += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--dir", "/run"]
-        for how, source, target in binds:
-            if source != self.tmp and not any(runtimes.within(target, x) and target != x for x in self.secrets):
-                out += [how, source, target]
-        out += ["--bind", self.tmp, self.tmp]
-        for secret in self.secrets:  # inside a grant: an empty tmpfs over a folder, /dev/null over a file
-            out += ["--tmpfs", secret] if os.path.isdir(secret) else ["--ro-bind", "/dev/null", secret]
-        regrant = [(h, s, t) for h, s, t in binds if any(runtimes.within(t, x) for x in self.secrets)]
-        for how, source, target in regrant:  # a grant inside a hidden place: its mount point made in the tmpfs
-            if os.path.isdir(source) and target not in self.secrets:
+        for how, source, target in outside:
+            out += [how, source, target]
+        if any(target == "/" for _, _, target in outside):  # a grant of / covered them: its own again
+            out += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/dev/shm"]
+        for wall in self.hidden:  # inside a grant: an empty tmpfs over a folder, /dev/null over a file
+            out += ["--tmpfs", wall] if os.path.isdir(wall) else ["--ro-bind", "/dev/null", wall]
+        for how, source, target in within:  # its own home and temp, or a grant, inside a wall: made in the tmpfs
+            if os.path.isdir(source):
                 out += ["--dir", target]
             out += [how, source, target]
-        out += [a for x in self.secrets if os.path.isdir(x) for a in ("--remount-ro", x)]
+        out += [a for x in self.hidden if os.path.isdir(x) for a in ("--remount-ro", x)]
         if os.geteuid() == 0:
             out += ["--cap-drop", "ALL"]  # root outside: no capability inside to remount what is read-only
-        out += ["--chdir", user if self.cwd == self.home else self.cwd]
+        out += ["--chdir", self.home_at if self.cwd == self.home else self.cwd]
         inner = argv
         if isinstance(self.policy.network, tuple):  # only through the filtering proxy (coffer.upstreams.egress)
             inner = [sys.executable, "-I", "-S", NETGATE, proxy_socket(self.tmp), str(netgate.PORT), "--", *inner]
@@ -289,6 +295,10 @@ class Start:
             rules = {"files": False, "ports": self.ports, "scoped": True}
             line = [sys.executable, "-I", "-S", LOCKDOWN, json.dumps(rules), "--", *line]
         return line
+
+
+def _strictly(path: str, parent: str) -> bool:
+    return path != parent and runtimes.within(path, parent)
 
 
 def runtime_reads(program: str, env: dict[str, str]) -> list[str]:
@@ -308,39 +318,50 @@ def prepare(
 ) -> Start:
     """Everything a confined start of `cfg` needs, made: its home, a private temp, the paths it may read
     and write, its ports, its environment and working directory. `roots`: a session's declared roots,
-    for a server that works on them; `member`: the team member it runs for, whose home is its own."""
+    for a server that works on them; `member`: the team member it runs for, whose home is its own.
+    Nothing here opens a wall (coffer.upstreams.walls): a path in one is dropped, a path that holds one
+    has it carved out, but for its own home and temp and the secret places its policy opened by name."""
     mechanism = support().mechanism
     assert mechanism is not None
-    home = str(home_of(cfg.name, member))
-    tmp = tempfile.mkdtemp(prefix=f"coffer-{cfg.name}-")
+    home = os.path.realpath(home_of(cfg.name, member))
+    tmp = os.path.realpath(tempfile.mkdtemp(prefix=f"{cfg.name}-", dir=temp_root()))
     own: list[str] = []  # the filtering proxy's forwarder runs inside bubblewrap, on this interpreter
     if mechanism == "bubblewrap" and isinstance(policy.network, tuple):
         own = [*runtimes.program_dirs(sys.executable, None), os.path.dirname(NETGATE)]
-    read = [*runtimes.system_dirs(), "/dev", "/proc", *runtime_reads(program, env), *own, *policy.code, *policy.read]
-    secrets = secret_places()
-    named = [p for p in (*policy.named, *roots) if not any(runtimes.within(os.path.realpath(p), s) for s in secrets)]
-    write = [home, tmp, *named, *policy.write]
-    read = [os.path.realpath(p) for p in read if os.path.exists(p)]
-    write = [os.path.realpath(p) for p in write if os.path.exists(p)]
+    every = walls.walls(policy.secrets)
+    opened = [os.path.realpath(p) for p in policy.secrets]
+
+    def kept(found: list[str]) -> list[str]:
+        """Real paths that exist and lie in no wall, but for its own and what its policy opened by name."""
+        out = []
+        for real in (os.path.realpath(p) for p in found if os.path.exists(p)):
+            wall = walls.holding(real, every)
+            named = wall is not None and not wall.coffer and any(runtimes.within(real, o) for o in opened)
+            if real in (home, tmp) or wall is None or named:
+                out.append(real)
+        return list(runtimes.unique(out))
+
+    system = [*runtimes.system_dirs(), "/dev", "/proc"]
+    read = kept([*system, *runtime_reads(program, env), *own, *policy.code, *policy.read, *policy.secrets])
+    write = kept([home, tmp, *policy.named, *roots, *policy.write])
+    hidden = _outermost([w.path for w in every if any(_strictly(w.path, p) for p in (*read, *write))])
+    user = runtimes.home()
+    covered = mechanism == "bubblewrap" and any(runtimes.within(user, p) for p in (*read, *write) if p != home)
     uv_pythons = os.path.join(os.path.expanduser("~"), ".local", "share", "uv", "python")
     env = {k: v for k, v in env.items() if k not in _XDG or k in cfg.env}
     env["TMPDIR"] = tmp
-    if mechanism == "landlock":
+    if mechanism == "landlock" or covered:  # its HOME is its own path: the user's is granted, or not seen
         env["HOME"] = home
         if os.path.isdir(uv_pythons):
             env.setdefault("UV_PYTHON_INSTALL_DIR", uv_pythons)
-    # A secret place strictly inside an allowed folder stays hidden; a grant of it (or inside it) still holds.
-    grants = [os.path.realpath(p) for p in (*policy.read, *policy.write) if os.path.exists(p)]
-    allowed = [p for p in (*read, *write) if p not in runtimes.SYSTEM]
-    inside = [s for s in secrets if any(runtimes.within(s, p) and s != p for p in allowed) and s not in grants]
-    if mechanism == "landlock":  # Landlock cannot deny inside an allowed folder: allow around the secret instead
-        regrant = [g for g in grants if any(runtimes.within(g, s) for s in inside)]
-        read = _around(read, inside) + [g for g in regrant if g in read]
-        write = _around(write, inside) + [g for g in regrant if g in write]
+    if mechanism == "landlock":  # Landlock cannot deny inside an allowed folder: allow around each wall instead
+        carve = [*hidden, "/proc"]  # and its own /proc/PID only, whatever holds /proc (lockdown's own_proc)
+        read = _around(read, carve) + [p for p in read if any(_strictly(p, x) for x in hidden)]
+        write = _around(write, carve) + [p for p in write if any(_strictly(p, x) for x in hidden)]
         write += [d for d in DEVICES if os.path.exists(d)]
-    cwd = cfg.cwd or (
-        os.getcwd() if any(runtimes.within(os.getcwd(), p) for p in (*policy.named, *policy.code)) else home
-    )
+    named = [p for p in (*policy.named, *policy.code) if os.path.realpath(p) in (*read, *write)]
+    cwd = cfg.cwd if cfg.cwd and os.path.realpath(cfg.cwd) in write else None
+    cwd = cwd or (os.getcwd() if any(runtimes.within(os.getcwd(), p) for p in named) else home)
     return Start(
         mechanism,
         policy,
@@ -349,10 +370,28 @@ def prepare(
         cwd,
         list(runtimes.unique(read)),
         list(runtimes.unique(write)),
-        inside,
+        hidden,
         _ports(policy, mechanism),
         env,
+        every,
+        home if covered else os.path.expanduser("~"),
     )
+
+
+def temp_root() -> str:
+    """Where confined servers' private temps are made (`/tmp/coffer-<uid>/servers`): inside one of Coffer's
+    walls, so no server finds another's temp or its proxy socket by listing /tmp."""
+    root = paths.owned_private_dir(paths.private_tmp_root()) / "servers"
+    root.mkdir(mode=0o700, exist_ok=True)
+    return str(root)
+
+
+def _outermost(found: list[str]) -> list[str]:
+    out: list[str] = []
+    for path in sorted(set(found), key=lambda p: p.count(os.sep)):
+        if not any(runtimes.within(path, o) for o in out):
+            out.append(path)
+    return out
 
 
 def _ports(policy: Policy, mechanism: str) -> list[int] | None:
@@ -367,26 +406,31 @@ def _ports(policy: Policy, mechanism: str) -> list[int] | None:
     return sorted({*WEB_PORTS, *ports, *policy.ports} if len(ports) < len(policy.network) else {*ports, *policy.ports})
 
 
-def _around(allowed: list[str], secrets: list[str]) -> list[str]:
-    """`allowed`, with any folder that holds a secret place replaced by its other entries (recursively)."""
+def _around(allowed: list[str], hidden: list[str]) -> list[str]:
+    """`allowed`, with any folder that holds a hidden place replaced by its other entries (recursively, by
+    real path: a symlink among them that leads into a hidden place, or to a folder holding one, is
+    followed as Landlock would follow it)."""
     out: list[str] = []
+    seen: set[str] = set()
     for path in allowed:
-        out += _carve(path, secrets)
+        out += _carve(path, hidden, seen)
     return out
 
 
-def _carve(path: str, secrets: list[str]) -> list[str]:
-    if any(runtimes.within(path, s) for s in secrets):
+def _carve(path: str, hidden: list[str], seen: set[str]) -> list[str]:
+    real = os.path.realpath(path)
+    if any(runtimes.within(real, x) for x in hidden) or real in seen:
         return []
-    if not any(runtimes.within(s, path) for s in secrets) or not os.path.isdir(path):
-        return [path]
+    if not any(runtimes.within(x, real) for x in hidden) or not os.path.isdir(real):
+        return [real]
+    seen.add(real)
     out: list[str] = []
     try:
-        entries = os.listdir(path)
+        entries = os.listdir(real)
     except OSError:
         return []
     for entry in entries:
-        out += _carve(os.path.join(path, entry), secrets)
+        out += _carve(os.path.join(real, entry), hidden, seen)
     return out
 
 

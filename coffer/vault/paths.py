@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
+import tempfile
 from pathlib import Path
+
+from coffer.errors import CofferError
 
 ENV_HOME = "COFFER_HOME"
 
@@ -56,6 +60,30 @@ def cache_dir() -> Path:
     with contextlib.suppress(OSError):  # a cache that cannot be created is only a slower start
         ensure_private_dir(path)
     return path
+
+
+def runtime_root() -> Path:
+    """Where the engines' sockets and locks live: `$XDG_RUNTIME_DIR/coffer`, else `/tmp/coffer-<uid>`
+    (made by `owned_private_dir`, coffer.engine.place)."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    return Path(base) / "coffer" if base and Path(base).is_dir() else private_tmp_root()
+
+
+def private_tmp_root() -> Path:
+    """`/tmp/coffer-<uid>`: this user's sockets (without a runtime dir) and every confined server's
+    private temp (`servers/`), so no server can find another's temp or proxy socket in /tmp."""
+    return Path(tempfile.gettempdir()) / f"coffer-{os.getuid()}"
+
+
+def owned_private_dir(root: Path) -> Path:
+    """`root` made 0700 and refused when it is not a directory of this user (a shared /tmp)."""
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise CofferError(f"{root} is not a directory of this user: refusing to put Coffer's files there")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(root, 0o700)
+    return root
 
 
 def ensure_private_dir(path: Path) -> Path:

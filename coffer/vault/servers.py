@@ -16,7 +16,7 @@ ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 DEFAULT_TIMEOUT_S = 60.0
 SHARE_MODES = ("auto", "shared", "session", "member")  # coffer.gateway.sessions; member: coffer.gateway.pool
 SANDBOX_MODES = ("auto", "off")  # or a table: coffer.upstreams.sandbox
-SANDBOX_KEYS = ("network", "read", "write", "ports")
+SANDBOX_KEYS = ("network", "read", "write", "ports", "secrets")
 HOST_RE = re.compile(
     r"^(\*\.)?[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:\d{1,5})?$"
 )
@@ -253,14 +253,19 @@ def exchange_from(value: Any, url: str | None, where: str) -> dict[str, str] | N
 
 
 def sandbox_option(
-    mode: str | None, read: list[str] | None, write: list[str] | None, hosts: list[str] | None
+    mode: str | None,
+    read: list[str] | None,
+    write: list[str] | None,
+    hosts: list[str] | None,
+    secrets: list[str] | None = None,
 ) -> str | dict[str, Any]:
-    """`coffer add --sandbox auto|off|none --allow-read/--allow-write/--allow-host` as a `sandbox` value."""
+    """`coffer add --sandbox auto|off|none --allow-read/--allow-write/--allow-host/--allow-secret` as a
+    `sandbox` value (which paths may be granted at all is coffer.manage.servers.check_grants')."""
     from pathlib import Path
 
     if mode not in (None, "auto", "off", "none"):
         raise UsageError(f"invalid --sandbox '{mode}': expected auto, off or none")
-    if mode == "off" and (read or write or hosts):
+    if mode == "off" and (read or write or hosts or secrets):
         raise UsageError(
             "--sandbox off runs the server unconfined: --allow-read/--allow-write/--allow-host do not apply"
         )
@@ -283,24 +288,31 @@ def sandbox_option(
         table["read"] = [str(Path(p).expanduser().resolve()) for p in read]
     if write:
         table["write"] = [str(Path(p).expanduser().resolve()) for p in write]
+    if secrets:
+        table["secrets"] = [str(Path(p).expanduser().resolve()) for p in secrets]
     return sandbox_from(table, "--allow-host") if table else "auto"
 
 
 def merge_sandbox(
-    current: Any, mode: str | None, read: list[str] | None, write: list[str] | None, hosts: list[str] | None
+    current: Any,
+    mode: str | None,
+    read: list[str] | None,
+    write: list[str] | None,
+    hosts: list[str] | None,
+    secrets: list[str] | None = None,
 ) -> str | dict[str, Any]:
     """`coffer edit --sandbox --allow-*` over a server's current `sandbox` value: a mode replaces it
     (`auto` starts afresh, `none` cuts the network and keeps the grants), grants add to what it has."""
-    if mode is None and current == "off" and (read or write or hosts):
+    if mode is None and current == "off" and (read or write or hosts or secrets):
         raise UsageError('it runs unconfined (sandbox = "off"): give --sandbox auto with the grants to confine it')
-    added = sandbox_option(None if mode == "none" else mode, read, write, hosts if mode != "none" else None)
+    added = sandbox_option(None if mode == "none" else mode, read, write, hosts if mode != "none" else None, secrets)
     if mode == "none" and hosts:
         raise UsageError("--sandbox none cuts the network off: it cannot be combined with --allow-host")
     if added == "off" or mode == "auto":
         return added
     base: dict[str, Any] = dict(current) if isinstance(current, dict) else {}
     new: dict[str, Any] = added if isinstance(added, dict) else {}
-    for key in ("read", "write", "ports"):
+    for key in ("read", "write", "ports", "secrets"):
         merged = list(dict.fromkeys([*base.get(key, []), *new.get(key, [])]))
         if merged:
             base[key] = merged
@@ -330,7 +342,9 @@ def sandbox_from(value: Any, where: str) -> str | dict[str, Any]:
         raise RegistryError(f'{where} must be "auto", "off" or a table')
     unknown = sorted(set(value) - set(SANDBOX_KEYS))
     if unknown:
-        raise RegistryError(f"{where} has unknown keys: {', '.join(unknown)} (expected network, read, write, ports)")
+        raise RegistryError(
+            f"{where} has unknown keys: {', '.join(unknown)} (expected network, read, write, ports, secrets)"
+        )
     out: dict[str, Any] = {}
     network = value.get("network", "all")
     if isinstance(network, str):
@@ -347,7 +361,7 @@ def sandbox_from(value: Any, where: str) -> str | dict[str, Any]:
         raise RegistryError(f"{where}.ports must be a list of TCP port numbers")
     if ports:
         out["ports"] = sorted(set(ports))
-    for key in ("read", "write"):
+    for key in ("read", "write", "secrets"):
         paths = value.get(key, [])
         if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
             raise RegistryError(f"{where}.{key} must be a list of paths")

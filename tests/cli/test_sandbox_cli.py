@@ -123,3 +123,59 @@ def test_with_nothing_to_confine_with_a_server_runs_and_says_so_or_is_refused(
         fh.write("\n[settings]\nsandbox_required = true\n")
     call = subprocess.run([*coffer, "call", "demo__echo", '{"text": "hi"}'], env=env, capture_output=True, text=True)
     assert call.returncode != 0 and "sandbox_required is set" in call.stderr
+
+
+def test_no_grant_names_the_vault_and_a_secret_place_only_by_name(
+    cli: CliRunner, coffer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Coffer's own files cannot be granted at all (directly, by a symlink, through `..`); a secret place only
+    with --allow-secret; each refusal is one line and leaves the vault as it was."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("key\n")
+    (home / ".kube").mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    run_cli(cli, "add", "fs", "--no-probe", "--", "fs-mcp")
+    before = (coffer_home / "coffer.toml").read_text()
+    (tmp_path / "link").symlink_to(coffer_home)
+    refused = {
+        "--allow-read": [str(coffer_home / "coffer.toml"), str(tmp_path / "link"), f"{home}/../vault/sandbox"],
+        "--allow-write": [str(coffer_home), str(home / ".ssh")],
+    }
+    for flag, values in refused.items():
+        for value in values:
+            result = run_cli(cli, "edit", "fs", "--no-probe", flag, value, code=2)
+            err = result.stderr  # type: ignore[attr-defined]
+            assert len(err.strip().splitlines()) == 1 and ("Coffer's vault" in err or "a secret place" in err), err
+            assert (coffer_home / "coffer.toml").read_text() == before
+    result = run_cli(cli, "edit", "fs", "--no-probe", "--allow-read", str(home / ".ssh" / "id_rsa"), code=2)
+    assert "--allow-secret ~/.ssh/id_rsa" in result.stderr  # type: ignore[attr-defined]
+    result = run_cli(cli, "edit", "fs", "--no-probe", "--allow-secret", str(tmp_path), code=2)
+    assert "not a secret place" in result.stderr  # type: ignore[attr-defined]
+    run_cli(cli, "edit", "fs", "--no-probe", "--allow-secret", str(home / ".kube"))
+    shown = run_cli(cli, "show", "fs").stdout  # type: ignore[attr-defined]
+    assert "~/.kube (a secret place, granted by name)" in " ".join(shown.split())
+
+
+def test_a_grant_that_holds_the_vault_says_once_what_stays_hidden(
+    cli: CliRunner, coffer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`coffer add homefs -- npx ... server-filesystem ~` (or a grant of the vault's parent) is added, and says
+    once what stays hidden inside it; `show` says it too. An unknown name is said first, and alone."""
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".claude.json").write_text("{}")
+    monkeypatch.setenv("HOME", str(home))
+    added = run_cli(
+        cli, "add", "homefs", "--no-probe", "--", "npx", "-y", "@modelcontextprotocol/server-filesystem", str(home)
+    )
+    err = added.stderr  # type: ignore[attr-defined]
+    assert err.count("warning") == 1 and "the secret places ~/.ssh, ~/.claude.json stay hidden" in err, err
+    edited = run_cli(cli, "edit", "homefs", "--no-probe", "--allow-read", str(tmp_path))
+    said = " ".join(edited.stderr.split())  # type: ignore[attr-defined]
+    assert said.count("warning") == 1 and f"Coffer's own files ({coffer_home}" in said, said
+    assert "warning: warning" not in said
+    shown = " ".join(run_cli(cli, "show", "homefs").stdout.split())  # type: ignore[attr-defined]
+    assert f"hidden Coffer's own files ({coffer_home}" in shown and "~/.ssh" in shown, shown
+    unknown = run_cli(cli, "edit", "nosuch", "--allow-read", str(home / ".ssh"), code=3)
+    assert unknown.stderr.strip() == "coffer: error: unknown server 'nosuch' (see `coffer list`)"  # type: ignore[attr-defined]

@@ -143,7 +143,8 @@ def _start(tmp_path: Path, policy: sandbox.Policy, mechanism: str, monkeypatch: 
 def test_a_grant_that_holds_a_secret_place_still_hides_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
 ) -> None:
-    """A grant of ~ hides ~/.aws and an agent's config; a grant inside a secret place (~/.aws/config) holds."""
+    """A grant of ~ hides ~/.aws and an agent's config; a grant inside a secret place (~/.aws/config) holds
+    only where it is named as one (`--allow-secret`): a plain read grant of it is dropped."""
     home = tmp_path / "home"
     (home / ".aws").mkdir(parents=True)
     (home / ".aws" / "config").write_text("[default]\n")
@@ -151,9 +152,12 @@ def test_a_grant_that_holds_a_secret_place_still_hides_it(
     (home / ".claude.json").write_text("{}")
     (home / "notes.txt").write_text("mine")
     monkeypatch.setenv("HOME", str(home))
-    start = _start(
+    unnamed = _start(
         tmp_path, sandbox.Policy(read=(str(home / ".aws" / "config"),), write=(str(home),)), mechanism, monkeypatch
     )
+    assert not unnamed.visible(str(home / ".aws" / "config")) and unnamed.visible(str(home / "notes.txt"))
+    config = str(home / ".aws" / "config")
+    start = _start(tmp_path, sandbox.Policy(secrets=(config,), write=(str(home),)), mechanism, monkeypatch)
     assert start.visible(str(home / "notes.txt")) and start.writable(str(home / "notes.txt"))
     assert not start.visible(str(home / ".aws" / "credentials")) and not start.visible(str(home / ".claude.json"))
     assert start.visible(str(home / ".aws" / "config"))
@@ -167,7 +171,9 @@ def test_a_grant_that_holds_a_secret_place_still_hides_it(
     at = {(a, b): i for i, (a, b) in enumerate(itertools.pairwise(line))}
     home_bind, grant = at[("--bind", str(home))], at[("--ro-bind", str(home / ".aws" / "config"))]
     hide = at[("--tmpfs", str(home / ".aws"))]
-    assert at[("--bind", start.home)] < home_bind < hide < grant < at[("--remount-ro", str(home / ".aws"))]
+    assert home_bind < hide < grant < at[("--remount-ro", str(home / ".aws"))]
+    assert start.home_at == start.home == start.env["HOME"], "the user's home is granted: its own is at its own path"
+    assert ("--bind", start.home) in at
     assert ("--ro-bind", "/dev/null") in at and line[-2:] == ["--", "/bin/true"]
     assert ("--ro-bind", "/") not in at, "reads are an allow-list, not the whole filesystem"
 
@@ -316,3 +322,28 @@ def test_a_server_gets_its_own_home_cwd_and_caches(
         assert "--chdir" in line and line[line.index("--chdir") + 1] == str(tmp_path / "home")
     else:
         assert start.env["HOME"] == start.home
+
+
+@pytest.mark.parametrize("mechanism", ["bubblewrap", "landlock"])
+def test_a_denial_behind_a_wall_is_said_to_be_on_purpose_never_a_grant(
+    tmp_path: Path, coffer_home: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """A server granted ~ that fails on ~/.ssh/id_rsa or the vault's registry is told that Coffer hides it
+    on purpose and why, in words an agent may pass on: never the `coffer edit` that would open it."""
+    from coffer.upstreams import denials
+
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("key\n")
+    (coffer_home / "coffer.toml").parent.mkdir(parents=True, exist_ok=True)
+    (coffer_home / "coffer.toml").write_text("")
+    monkeypatch.setenv("HOME", str(home))
+    start = _start(tmp_path, sandbox.Policy(write=(str(tmp_path),)), mechanism, monkeypatch)
+    key = denials.hint(start, "homefs", f"Error: ENOENT: no such file or directory, open '{home / '.ssh' / 'id_rsa'}'")
+    assert key is not None and "secret place (SSH keys)" in key and "on purpose" in key, key
+    vault = denials.hint(start, "homefs", f"EACCES: permission denied, open '{coffer_home / 'coffer.toml'}'")
+    assert vault is not None and "Coffer's vault" in vault and "whatever it is granted" in vault, vault
+    for said in (key, vault):
+        assert "coffer edit" not in said and "--allow" not in said
+    ordinary = denials.hint(start, "homefs", f"EROFS: read-only file system, open '{tmp_path / 'elsewhere' / 'x'}'")
+    assert ordinary is None, "a path the grant holds is not a denial"
