@@ -14,52 +14,95 @@ from __future__ import annotations
 import os
 import re
 import shlex
+from collections.abc import Sequence
 
 from coffer.upstreams import runtimes
 from coffer.upstreams.sandbox import Start
 
-_PATH = re.compile(r"(?<![\w:/.])(/[\w.@+~-][^\s'\"`,;:()\[\]{}<>]*)")
-_WRITING = re.compile(r"read-only|EROFS|EACCES|permission denied|access denied|operation not permitted", re.I)
-_DENIED = re.compile(
-    r"read-only file system|EROFS|permission denied|EACCES|no such file|ENOENT|access denied|"
-    r"network is unreachable|ENETUNREACH|operation not permitted|EPERM",
+_PATH = re.compile(r"(?<![\w:/.~])((?:/|~/)[\w.@+~-][^\s'\"`,;:()\[\]{}<>]*)")
+# Words that say a write failed, as real servers word it ("Lock at '/repo/.git/index.lock' could not be obtained").
+_WRITING = re.compile(
+    r"read-only|EROFS|EACCES|permission denied|access denied|operation not permitted|\block\b|"
+    r"could not (?:be )?(?:obtained|written|created|saved)|(?:cannot|can't|could not|unable to|failed to) "
+    r"(?:write|create|save|lock|open .* for writing|mkdir)",
     re.I,
 )
 _PORT = re.compile(r"(?:localhost|127\.\d+\.\d+\.\d+|\[?::1\]?|0\.0\.0\.0)[:\s](\d{1,5})\b")
+_URL_PORT = re.compile(
+    r"\b[a-z][\w+.-]*://(?:[^@/\s]*@)?(?:localhost|127\.\d+\.\d+\.\d+|\[::1\]|0\.0\.0\.0)(?::(\d{1,5}))?", re.I
+)
 
 
-def hint(start: Start | None, name: str, error: str, denied_hosts: list[str] | None = None) -> str | None:
-    """What to tell a user whose confined server failed on something its sandbox denied; None otherwise."""
+def hint(
+    start: Start | None,
+    name: str,
+    error: str,
+    denied_hosts: list[str] | None = None,
+    context: Sequence[str] = (),
+) -> str | None:
+    """What to tell a user whose confined server failed on something its sandbox denied; None otherwise.
+    Read from what was denied, not from the error's words: every path and local URL in the error and in
+    `context` (the call's arguments, what the server wrote to stderr meanwhile) is held against what its
+    last start could read, write and reach."""
     if denied_hosts:
         host = denied_hosts[-1]
         more = f" (and {', '.join(denied_hosts[-3:-1])})" if len(denied_hosts) > 1 else ""
         return f"the sandbox's proxy refused {host}{more}: allow it with `coffer edit {name} --allow-host {host}`"
-    if start is None or not _DENIED.search(error):
+    if start is None:
         return None
-    for raw in _PATH.findall(error):
-        path = raw.rstrip(".'\"")
-        if not _on_host(path) or os.path.realpath(path).startswith(("/proc/", "/dev/")):
-            continue
-        wall = start.wall_of(path)
-        if wall is not None and not start.visible(path):  # on purpose: never a grant to propose
-            return f"'{name}' cannot reach {path}: {wall.why()}"
-        if not start.visible(path):
-            quoted = _quote(path)
-            if re.search(r"read-only|EROFS", error, re.I):
-                return f"the sandbox keeps {path} from '{name}': `coffer edit {name} --allow-write {quoted}`"
-            return (
-                f"the sandbox keeps {path} from '{name}': grant it with `coffer edit {name} --allow-read {quoted}`"
-                " (--allow-write to change it)"
-            )
-        if not start.writable(path) and _WRITING.search(error):
-            return f"the sandbox lets '{name}' only read {path}: `coffer edit {name} --allow-write {_quote(path)}`"
-    port = _PORT.search(error)
-    if port and start.ports is not None and int(port.group(1)) not in start.ports:
-        where = f"localhost:{port.group(1)}"
-        return f"the sandbox keeps '{name}' from {where}: allow it with `coffer edit {name} --allow-host {where}`"
+    texts = [error, *context]
+    for raw in (p for text in texts for p in _PATH.findall(text)):
+        said = _path(start, name, raw.rstrip(".'\""), error)
+        if said is not None:
+            return said
+    ports = [int(p) for text in texts for p in (*_PORT.findall(text), *_url_ports(text))]
+    for port in ports:
+        if start.ports is not None and port not in start.ports:
+            where = f"localhost:{port}"
+            return f"the sandbox keeps '{name}' from {where}: allow it with `coffer edit {name} --allow-host {where}`"
     if re.search(r"network is unreachable|ENETUNREACH", error, re.I) and start.policy.network == "none":
         return f"'{name}' runs with no network: allow a host with `coffer edit {name} --allow-host HOST`"
     return None
+
+
+def _path(start: Start, name: str, raw: str, error: str) -> str | None:
+    """The hint for one path a failure named, or None where the sandbox did not stand in its way."""
+    user = runtimes.home()
+    path = os.path.join(user, raw[2:]) if raw.startswith("~/") else os.path.normpath(raw)
+    if runtimes.within(path, start.home) and not os.path.lexists(path):  # its own home lacks what the user's has
+        mine = os.path.join(user, os.path.relpath(path, start.home))
+        if os.path.lexists(mine):
+            path = mine
+    if not _on_host(path) or os.path.realpath(path).startswith(("/proc/", "/dev/")):
+        return None
+    wall = start.wall_of(path)
+    if wall is not None and not start.visible(path):  # on purpose: never a grant to propose
+        return f"'{name}' cannot reach {path}: {wall.why()}"
+    quoted = _quote(path)
+    if not start.visible(path):
+        if re.search(r"read-only|EROFS", error, re.I):
+            return f"the sandbox keeps {path} from '{name}': `coffer edit {name} --allow-write {quoted}`"
+        if runtimes.within(path, user) and start.mechanism == "bubblewrap" and start.home_at != start.home:
+            where = f"its home is its own, and {runtimes.tilde(path)} is not in it"
+            return f"{where}: grant it with `coffer edit {name} --allow-read {quoted}` (--allow-write to change it)"
+        return (
+            f"the sandbox keeps {path} from '{name}': grant it with `coffer edit {name} --allow-read {quoted}`"
+            " (--allow-write to change it)"
+        )
+    if not start.writable(path) and _WRITING.search(error):
+        return f"the sandbox lets '{name}' only read {path}: `coffer edit {name} --allow-write {quoted}`"
+    return None
+
+
+def _url_ports(text: str) -> list[str]:
+    """The ports of local URLs (`http://localhost:8080`, `postgres://127.0.0.1:5432/db`; the scheme's own)."""
+    out = []
+    for match in _URL_PORT.finditer(text):
+        scheme = match.group(0).split(":", 1)[0].lower()
+        port = match.group(1) or {"http": "80", "https": "443", "ws": "80", "wss": "443"}.get(scheme)
+        if port:
+            out.append(port)
+    return out
 
 
 def _on_host(path: str) -> bool:

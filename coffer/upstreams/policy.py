@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -174,6 +176,16 @@ def _named(cfg: ServerConfig) -> tuple[tuple[str, ...], tuple[str, ...], tuple[i
     code: list[str] = []
     ports: list[int] = []
     values = [a.split("=", 1)[1] if a.startswith("-") and "=" in a else a for a in cfg.args]
+    script = shell_script(cfg)
+    if script is not None:  # `bash -c "cd /proj && uv run server.py"`: the paths and programs it names
+        words, programs, folder = _shell_words(script)
+        values += [os.path.join(folder, w) if folder and not w.startswith(("/", "~", "-")) else w for w in words]
+        found += [expand(folder, cfg)] if folder and os.path.isdir(expand(folder, cfg)) else []
+        path_env = cfg.env.get("PATH") or os.environ.get("PATH")
+        for program in programs:
+            where = program if os.sep in program else shutil.which(program, path=path_env)
+            if where:
+                code += runtimes.program_dirs(expand(where, cfg), path_env)
     literal = [v for v in cfg.env.values() if "${" not in v]
     for value in [*values, *literal]:
         port = _local_port(value)
@@ -192,6 +204,51 @@ def _named(cfg: ServerConfig) -> tuple[tuple[str, ...], tuple[str, ...], tuple[i
         elif not os.path.exists(path) and _creatable_in(os.path.dirname(path)):
             found.append(os.path.dirname(path))
     return runtimes.unique(found), runtimes.unique(code), runtimes.unique(ports)
+
+
+_SHELLS = ("sh", "bash", "zsh", "dash", "ksh")
+
+
+def shell_script(cfg: ServerConfig) -> str | None:
+    """The script of a `sh -c SCRIPT` / `bash -lc SCRIPT` launch line, or None."""
+    if os.path.basename(cfg.command or "") not in _SHELLS:
+        return None
+    for i, arg in enumerate(cfg.args[:-1]):
+        if re.fullmatch(r"-[a-z]*c[a-z]*", arg):
+            return cfg.args[i + 1]
+    return None
+
+
+def _shell_words(script: str) -> tuple[list[str], list[str], str | None]:
+    """A shell script's words as a launch line's arguments, the programs it runs, and the folder its first
+    `cd` goes to (where its relative paths are). A script shlex cannot read gives nothing."""
+    try:
+        lexer = shlex.shlex(script, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:
+        return [], [], None
+    words: list[str] = []
+    programs: list[str] = []
+    folder: str | None = None
+    command: str | None = None
+    for token in tokens:
+        if all(c in "();&|<>" for c in token):
+            command = None
+            continue
+        if command is None:
+            if re.fullmatch(r"[A-Za-z_]\w*=.*", token):  # VAR=value before the command
+                words.append(token.split("=", 1)[1])
+                continue
+            command = token
+            if token not in ("cd", "exec", "env", "export"):
+                programs.append(token)
+            continue
+        if command == "cd" and folder is None:
+            folder = token
+            continue
+        words.append(token)
+    return words, programs, folder
 
 
 def _local_port(value: str) -> int | None:

@@ -217,6 +217,7 @@ class Start:
     home_at: str = ""  # where its own home is seen: the user's home path, or its own (a grant holds the user's)
 
     def confine(self, argv: list[str]) -> list[str]:
+        argv = [self.resolved(a) for a in argv]
         if self.mechanism == "bubblewrap":
             return self._bwrap(argv)
         read = [p for p in self.read if p != "/proc"]
@@ -246,6 +247,27 @@ class Start:
     def writable(self, path: str) -> bool:
         real = os.path.realpath(path)
         return self.visible(path) and any(runtimes.within(real, os.path.realpath(p)) for p in self.write)
+
+    def resolved(self, arg: str) -> str:
+        """An argument as the server is given it: a path through a symlink in a folder it does not see
+        (`python ~/bin/server.py`, linked into a project) or with `..` through one
+        (`/a/tools/../server/main.py`) becomes the real path it was granted; anything else is as written."""
+        option, sep, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        if not value or (option and not sep):
+            return arg
+        full = os.path.join(self.cwd, value)
+        if not os.path.isabs(value) and os.sep not in value:
+            return arg
+        if not os.path.exists(full) or any(runtimes.within(os.path.normpath(full), d) for d in runtimes.system_dirs()):
+            return arg
+        real = os.path.realpath(full)
+        dotted = ".." in value.split(os.sep)
+        if real == os.path.normpath(full) and not dotted:
+            return arg  # no link, no ..
+        folder = os.path.realpath(os.path.dirname(os.path.normpath(full)))
+        if not dotted and any(runtimes.within(folder, p) for p in (*self.read, *self.write)):
+            return arg  # a link in a folder it sees: followed inside as outside
+        return f"{option}={real}" if option else real
 
     def wall_of(self, path: str) -> walls.Wall | None:
         """The wall that hides `path` from this server on purpose, or None."""

@@ -347,3 +347,36 @@ def test_a_denial_behind_a_wall_is_said_to_be_on_purpose_never_a_grant(
         assert "coffer edit" not in said and "--allow" not in said
     ordinary = denials.hint(start, "homefs", f"EROFS: read-only file system, open '{tmp_path / 'elsewhere' / 'x'}'")
     assert ordinary is None, "a path the grant holds is not a denial"
+
+
+@pytest.mark.parametrize("mechanism", ["bubblewrap", "landlock"])
+def test_a_hint_comes_from_what_was_denied_not_from_error_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
+) -> None:
+    """Real servers' failures, as they word them: a path with no error word, a lock that could not be taken
+    in a read-only grant, a refused local port named only in the call's arguments, and a file the server's
+    own home lacks that the user's has (a secret place among them is said to be hidden on purpose)."""
+    from coffer.upstreams import denials
+
+    home, repo, outside = tmp_path / "home", tmp_path / "repo", tmp_path / "outside"
+    for folder in (home / ".kube", repo / ".git", outside):
+        folder.mkdir(parents=True)
+    (home / ".gitconfig").write_text("[user]\n")
+    (home / ".kube" / "config").write_text("clusters: []\n")
+    monkeypatch.setenv("HOME", str(home))
+    start = _start(tmp_path, sandbox.Policy(read=(str(repo),)), mechanism, monkeypatch)
+    said = denials.hint(start, "git", f"Error executing tool git_log: {outside}")
+    assert said is not None and f"coffer edit git --allow-read {outside}" in said, said
+    said = denials.hint(start, "git", f"Lock at '{repo}/.git/index.lock' could not be obtained")
+    assert said is not None and f"--allow-write {repo}/.git/index.lock" in said, said
+    said = denials.hint(
+        start, "fetch", "ConnectError('All connection attempts failed')", context=['{"url": "http://localhost:8080/x"}']
+    )
+    assert said is not None and "coffer edit fetch --allow-host localhost:8080" in said, said
+    assert denials.hint(start, "fetch", "ConnectError('x')", context=['{"url": "https://example.com"}']) is None
+    in_its_home = Path(start.home_at if mechanism == "bubblewrap" else start.home)
+    said = denials.hint(start, "git", f"fatal: unable to read config file '{in_its_home / '.gitconfig'}'")
+    assert said is not None and "--allow-read ~/.gitconfig" in said, said
+    said = denials.hint(start, "k8s", f"ENOENT: no such file or directory, open '{in_its_home / '.kube' / 'config'}'")
+    assert said is not None and "secret place" in said and "--allow" not in said, said
+    assert denials.hint(start, "git", f"fatal: bad revision in {repo}") is None, "a readable path is no denial"
