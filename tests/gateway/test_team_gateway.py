@@ -39,6 +39,7 @@ class Gateway:
     url: str
     idp: Idp
     home: Path
+    log: Path  # the gateway's stderr: its log
 
 
 MEMBERS = 'members = ["group:eng", "sub:agent-carol"]'
@@ -54,12 +55,14 @@ def served(
     setup: Callable[[Path], None] | None = None,
     console: bool = False,
     exchange_to: str = "",
+    env: dict[str, str] | None = None,
 ) -> Iterator[Gateway]:
     """An OpenID provider and `coffer serve --http PORT --team` behind it, with the fixture upstream
     `alpha`; the gateway's resource URL names `host` (its public name), `extra` joins [team], and
     `members` follows it (a `[team.members]` table, and any tables after it); `setup(home)` edits the
     vault before the gateway starts; `console`: the members' console, signing in at the provider;
-    `exchange_to`: the upstream URL the provider exchanges members' tokens for (RFC 8693)."""
+    `exchange_to`: the upstream URL the provider exchanges members' tokens for (RFC 8693); `env`: more
+    of the gateway's environment. Its log (stderr) goes to a file beside the vault."""
     port, idp_port = free_port(), free_port()
     resource = f"http://{host}:{port}/mcp"
     idp = start_idp(
@@ -77,13 +80,15 @@ def served(
     vault = home / "coffer.toml"
     team = f'[team]\nissuer = "{idp.url}"\nresource = "{resource}"\nscopes = ["mcp:tools"]\n'
     vault.write_text(team + f"{extra}\n{members}\n\n" + vault.read_text())
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
-        env=serve_env(home),
-        stdin=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    gateway = Gateway(resource, idp, home)
+    log = home.parent / "serve.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "coffer", "serve", "--http", str(port), "--team"],
+            env=serve_env(home) | (env or {}),
+            stdin=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    gateway = Gateway(resource, idp, home, log)
     try:
         anyio.run(lambda: wait_for(lambda: listening(port), timeout=20, what="coffer serve --http --team"))
         yield gateway
