@@ -79,6 +79,12 @@ def _path(start: Start, name: str, raw: str, error: str) -> str | None:
     if wall is not None and not start.visible(path):  # on purpose: never a grant to propose
         return f"'{name}' cannot reach {path}: {wall.why()}"
     quoted = _quote(path)
+    folder = os.path.dirname(os.path.realpath(path))
+    if start.mechanism == "landlock" and folder in start.listed and not os.path.lexists(path):
+        return (
+            f"under Landlock alone '{name}' cannot create {path}: {runtimes.tilde(folder)} holds what Coffer hides"
+            " from every server, so only what is already in it is granted (bubblewrap can: apt install bubblewrap)"
+        )
     if not start.visible(path):
         if re.search(r"read-only|EROFS", error, re.I):
             return f"the sandbox keeps {path} from '{name}': `coffer edit {name} --allow-write {quoted}`"

@@ -87,8 +87,8 @@ def _fail(what: str) -> NoReturn:
 def restrict(rules: dict[str, Any]) -> int:
     """Restrict this process (and what it will exec) as `rules` say; the ABI used, 0 when none exists.
 
-    rules: {"files": bool, "read": [paths], "write": [paths], "own_proc": bool, "ports": [int] | null (any),
-    "scoped": bool}
+    rules: {"files": bool, "read": [paths], "write": [paths], "list": [folders], "own_proc": bool,
+    "ports": [int] | null (any), "scoped": bool}
     """
     libc = _libc()
     version = abi(libc)
@@ -121,6 +121,8 @@ def restrict(rules: dict[str, Any]) -> int:
                 _add_path(libc, fd, path, read)
             for path in rules.get("write", ()):
                 _add_path(libc, fd, path, attr.fs)
+            for path in rules.get("list", ()):  # a folder that holds a hidden place: listed, never read
+                _add_path(libc, fd, path, attr.fs & READ_DIR)
         if attr.net:
             for port in rules.get("ports") or ():
                 rule = NetPort(NET_CONNECT_TCP, int(port))

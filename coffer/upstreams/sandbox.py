@@ -215,6 +215,7 @@ class Start:
     env: dict[str, str] = field(default_factory=dict)
     in_force: list[walls.Wall] = field(default_factory=list)  # every wall, to say why a path is hidden
     home_at: str = ""  # where its own home is seen: the user's home path, or its own (a grant holds the user's)
+    listed: list[str] = field(default_factory=list)  # Landlock: folders carved around a wall, listable only
 
     def confine(self, argv: list[str]) -> list[str]:
         argv = [self.resolved(a) for a in argv]
@@ -225,6 +226,7 @@ class Start:
             "files": True,
             "read": read,
             "write": self.write,
+            "list": self.listed,
             "own_proc": True,
             "ports": self.ports,
             "required": True,
@@ -376,10 +378,11 @@ def prepare(
         env["HOME"] = home
         if os.path.isdir(uv_pythons):
             env.setdefault("UV_PYTHON_INSTALL_DIR", uv_pythons)
+    listed: list[str] = []  # the folders carved around a wall: listable (Landlock gives that to all beneath)
     if mechanism == "landlock":  # Landlock cannot deny inside an allowed folder: allow around each wall instead
         carve = [*hidden, "/proc"]  # and its own /proc/PID only, whatever holds /proc (lockdown's own_proc)
-        read = _around(read, carve) + [p for p in read if any(_strictly(p, x) for x in hidden)]
-        write = _around(write, carve) + [p for p in write if any(_strictly(p, x) for x in hidden)]
+        read = _around(read, carve, listed) + [p for p in read if any(_strictly(p, x) for x in hidden)]
+        write = _around(write, carve, listed) + [p for p in write if any(_strictly(p, x) for x in hidden)]
         write += [d for d in DEVICES if os.path.exists(d)]
     named = [p for p in (*policy.named, *policy.code) if os.path.realpath(p) in (*read, *write)]
     cwd = cfg.cwd if cfg.cwd and os.path.realpath(cfg.cwd) in write else None
@@ -397,6 +400,7 @@ def prepare(
         env,
         every,
         home if covered else os.path.expanduser("~"),
+        [p for p in runtimes.unique(listed) if p != "/proc"],
     )
 
 
@@ -428,14 +432,15 @@ def _ports(policy: Policy, mechanism: str) -> list[int] | None:
     return sorted({*WEB_PORTS, *ports, *policy.ports} if len(ports) < len(policy.network) else {*ports, *policy.ports})
 
 
-def _around(allowed: list[str], hidden: list[str]) -> list[str]:
+def _around(allowed: list[str], hidden: list[str], carved: list[str]) -> list[str]:
     """`allowed`, with any folder that holds a hidden place replaced by its other entries (recursively, by
     real path: a symlink among them that leads into a hidden place, or to a folder holding one, is
-    followed as Landlock would follow it)."""
+    followed as Landlock would follow it). The folders so replaced are added to `carved`."""
     out: list[str] = []
     seen: set[str] = set()
     for path in allowed:
         out += _carve(path, hidden, seen)
+    carved += sorted(seen)
     return out
 
 
