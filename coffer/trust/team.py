@@ -10,11 +10,12 @@ The vault's `[team]` names the provider and this gateway:
     members = ["group:eng", "sub:agent-ci", "email:ana@example.com"]   # who may use it: the whole vault
     listen = "0.0.0.0"                            # bind all addresses (a container); loopback by default
 
-An access token is checked on every request: a JWT by the issuer's keys (fetched from its JWKS, kept,
-fetched again when a token names a key not seen: rotation), its `iss`, `aud` (this resource), `exp`
-and `nbf`, and the scopes; a token that is not a JWT by introspection (RFC 7662) where `[team]` names an
-`introspection_client` (id and secret reference) the provider knows. A valid token whose claims match
-no `members` entry is refused: a member with no mapping sees nothing. The token is never passed on:
+An access token is checked on every request (coffer.trust.provider: a JWT by the issuer's keys, read
+again every few minutes, its `iss`, `aud` (this resource), `exp` and `nbf`; a token that is not a JWT
+by introspection, RFC 7662), then its scopes and who it is: one identity per member, the issuer's
+subject or, for a token without one, its client id (`identity`); a token naming neither is refused.
+A valid token whose claims match no `members` entry is refused: a member with no mapping sees nothing.
+Every bad token is a `Refused`, 401 or 403, never another error. The token is never passed on:
 upstreams get Coffer's own credentials, as they do for a single user, the member's own, or a token the
 provider issues for them in exchange for the member's (coffer.trust.exchange, which is why the Verifier
 keeps each member's latest token, in memory only).
@@ -33,8 +34,9 @@ what lies outside it is not listed, not found by search, not callable by name, t
 with its member current (`speaking`): results it keeps are the member's, and other members' are not
 found.
 
-PyJWT (a dependency of the MCP SDK) does the JOSE; answers are kept per token until it expires (at most
-`CACHE_S`), so a call costs a dictionary lookup, not a signature check.
+Answers are kept per token (by its hash) until it expires, at most `CACHE_S` and never past the next
+read of the keys, so a call costs a dictionary lookup, not a signature check; refusals are kept
+`REFUSED_S`, both in bounded tables, so a flood of bad tokens costs a check each and bounded memory.
 """
 
 from __future__ import annotations
@@ -49,12 +51,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coffer.errors import UsageError
+from coffer.trust.provider import KEY_REFETCH_S as KEY_REFETCH_S
+from coffer.trust.provider import LEEWAY_S as LEEWAY_S
+from coffer.trust.provider import Provider, jwks_interval
+from coffer.trust.provider import Refused as Refused
 
 WHOLE = "*"  # a members entry's profile: the whole vault
-CACHE_S = 60.0  # a validated token is trusted this long at most (and never past its exp)
+CACHE_S = 60.0  # a validated token is trusted this long at most (never past its exp, nor the next key read)
 REFUSED_S = 5.0  # a refused token is not checked again at every retry within this long
-LEEWAY_S = 5  # clock skew allowed on exp / nbf / iat
-KEY_REFETCH_S = 3.0  # a token naming an unknown key fetches the provider's keys again, at most this often
+MAX_KEPT = 10_000  # validated tokens kept (the oldest dropped beyond it)
+MAX_REFUSED = 4_096  # refused tokens kept: a flood of bad tokens is bounded in memory
 _CLAIM_KINDS = ("sub", "email", "group", "client")
 
 
@@ -179,65 +185,101 @@ def _confidential(raw: dict[str, Any], key: str) -> tuple[str, str] | None:
 
 @dataclass(frozen=True)
 class Member:
-    """Who a valid token speaks for: its subject, and the claims that made it a member."""
+    """Who a valid token speaks for: its identity, and the claims that made it a member."""
 
-    sub: str
+    sub: str  # the identity (`identity`): what sessions, results, secrets, homes, processes and log rows are keyed by
     via: str
     scopes: tuple[str, ...]
     expires: float
     profile: str | None = None  # the profile bounding what it reaches; None: the whole vault
 
+    def __post_init__(self) -> None:
+        if not self.sub:  # `identity` refuses such a token first: this keeps any other path from keying by ""
+            raise ValueError("a member has an identity")
 
-class Refused(Exception):
-    """A token this gateway does not take: `status` 401 (invalid, expired, wrong audience) or 403
-    (valid, but lacking a scope or not a member); `error` is RFC 6750's error code."""
 
-    def __init__(self, status: int, error: str, description: str) -> None:
-        super().__init__(description)
-        self.status, self.error, self.description = status, error, description
+def identity(claims: dict[str, Any]) -> str:
+    """Who a token speaks for: the issuer's subject, or, for a token without one (a client's own: RFC 7662
+    makes `sub` optional, RFC 9068 puts the client id there), its client id; raises Refused when it
+    names neither, so that no two members ever share one (empty) identity."""
+    for claim in ("sub", "client_id", "azp"):
+        value = claims.get(claim)
+        if value is not None and not isinstance(value, str):
+            raise Refused(401, "invalid_token", f"the token's {claim} is not a string")
+        if value:
+            return value
+    raise Refused(401, "invalid_token", "the token names no subject (sub) and no client (client_id)")
+
+
+def _scopes(claims: dict[str, Any]) -> tuple[str, ...]:
+    """The scopes granted: `scope` (a space-separated string, RFC 6749 / 9068) or `scp` (a list)."""
+    scope, scp = claims.get("scope"), claims.get("scp")
+    if isinstance(scope, str) and scope:
+        return tuple(scope.split())
+    if isinstance(scp, str):
+        return tuple(scp.split())
+    return tuple(s for s in scp if isinstance(s, str)) if isinstance(scp, list) else ()
+
+
+def _keep(kept: dict[str, tuple[float, Any]], key: str, until: float, answer: Any, cap: int) -> None:
+    """Keep an answer, dropping the oldest beyond `cap`: a flood of distinct tokens costs memory once."""
+    kept.pop(key, None)
+    kept[key] = (until, answer)
+    while len(kept) > cap:
+        kept.pop(next(iter(kept)))
 
 
 @dataclass
 class Verifier:
-    """Checks access tokens for one `Team`; thread-safe, one per served gateway."""
+    """Checks access tokens for one `Team`; thread-safe, one per served gateway. `jwks_s`: how often
+    the provider's keys are read again, and so the longest any answer is kept (a dropped key's tokens
+    are refused within it)."""
 
     team: Team
-    _jwks: Any = None
-    _introspection: str | None = None
-    _metadata: dict[str, Any] | None = None
-    _seen: dict[str, tuple[float, Member | Refused]] = field(default_factory=dict)
+    jwks_s: float = field(default_factory=jwks_interval)
+    _provider: Provider | None = None
+    _members: dict[str, tuple[float, Member]] = field(default_factory=dict)  # by token hash, bounded
+    _refused: dict[str, tuple[float, Refused]] = field(default_factory=dict)  # by token hash, bounded
     # each member's latest valid token, in memory only: what token exchange trades (coffer.trust.exchange)
     _latest: dict[str, tuple[float, str]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            team = self.team
+            self._provider = Provider(team.issuer, team.resource, team.introspection_client, self.jwks_s)
+        return self._provider
+
     def peek(self, token: str) -> Member | None:
         """The member a token already checked speaks for, without blocking (the per-request fast path);
-        None when it must be checked (`check`, in a thread: it may fetch the provider's keys)."""
-        kept = self._kept(_digest(token))
-        if not isinstance(kept, Member):
+        None when it must be checked (`check`, in a thread: it may read the provider's keys)."""
+        kept = self._members.get(_digest(token))
+        if kept is None or kept[0] <= time.time():
             return None
-        self._hold(kept, token)
-        return kept
+        self._hold(kept[1], token)
+        return kept[1]
 
     def check(self, token: str) -> Member:
-        """The member `token` speaks for; raises Refused."""
+        """The member `token` speaks for; raises Refused (every bad token is one: never another error)."""
         key = _digest(token)
-        kept = self._kept(key)
-        if isinstance(kept, Refused):
-            raise Refused(kept.status, kept.error, kept.description)
-        if kept is not None:
-            return kept
         now = time.time()
+        refused = self._refused.get(key)
+        if refused is not None and refused[0] > now:
+            raise Refused(refused[1].status, refused[1].error, refused[1].description)
+        kept = self._members.get(key)
+        if kept is not None and kept[0] > now:
+            return kept[1]
         try:
-            member = self._member(self._claims(token))
+            member = self._member(self.provider.claims(token))
         except Refused as exc:
             with self._lock:
-                self._seen[key] = (now + REFUSED_S, exc)
+                _keep(self._refused, key, now + min(REFUSED_S, self.jwks_s), exc, MAX_REFUSED)
             raise
+        until = now + min(CACHE_S, self.jwks_s)  # never past the next read of the keys: a dropped key's
+        until = min(until, member.expires) if member.expires else until  # tokens go with it
         with self._lock:
-            if len(self._seen) > 10_000:
-                self._seen = {k: v for k, v in self._seen.items() if v[0] > now}
-            self._seen[key] = (min(now + CACHE_S, member.expires), member)
+            _keep(self._members, key, until, member, MAX_KEPT)
         self._hold(member, token)
         return member
 
@@ -253,126 +295,33 @@ class Verifier:
             return None
         return held[1]
 
-    def _kept(self, key: str) -> Member | Refused | None:
-        """What a check of this token decided, while it holds."""
-        kept = self._seen.get(key)
-        return kept[1] if kept is not None and kept[0] > time.time() else None
-
-    def _claims(self, token: str) -> dict[str, Any]:
-        import jwt
-
-        if token.count(".") != 2:
-            return self._introspect(token)
-        try:
-            key = self._keys().get_signing_key_from_jwt(token)
-        except jwt.PyJWKClientError as exc:
-            raise Refused(401, "invalid_token", f"the token's signing key is not the issuer's: {exc}") from None
-        except jwt.DecodeError as exc:
-            raise Refused(401, "invalid_token", f"the token is not a readable JWT: {exc}") from None
-        try:
-            return dict(
-                jwt.decode(
-                    token,
-                    key.key,
-                    algorithms=["RS256", "RS384", "RS512", "ES256", "ES384", "PS256", "EdDSA"],
-                    audience=self.team.resource,
-                    issuer=self.team.issuer,
-                    leeway=LEEWAY_S,
-                    options={"require": ["exp", "iss", "aud", "sub"]},
-                )
-            )
-        except jwt.ExpiredSignatureError:
-            raise Refused(401, "invalid_token", "the token has expired") from None
-        except jwt.InvalidAudienceError:
-            raise Refused(401, "invalid_token", f"the token is not for this resource ({self.team.resource})") from None
-        except jwt.InvalidIssuerError:
-            raise Refused(401, "invalid_token", f"the token was not issued by {self.team.issuer}") from None
-        except jwt.ImmatureSignatureError:
-            raise Refused(401, "invalid_token", "the token is not valid yet") from None
-        except jwt.InvalidTokenError as exc:
-            raise Refused(401, "invalid_token", f"the token is invalid: {exc}") from None
-
     def _member(self, claims: dict[str, Any]) -> Member:
-        granted = tuple(str(claims.get("scope", "")).split()) or tuple(claims.get("scp") or ())
+        granted = _scopes(claims)
         missing = [s for s in self.team.scopes if s not in granted]
         if missing:
             raise Refused(403, "insufficient_scope", f"the token lacks the scope {' '.join(missing)}")
-        sub = str(claims.get("sub", ""))
+        who = identity(claims)
+        exp = claims.get("exp", 0)
+        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+            raise Refused(401, "invalid_token", "the token's exp is not a number")
         groups = claims.get("groups") or []
+        client = claims.get("client_id") or claims.get("azp")
         held = {
-            ("sub", sub),
+            ("sub", who),  # the identity: the subject, or the client id of a token without one
             ("email", str(claims.get("email", ""))),
-            ("client", str(claims.get("client_id") or claims.get("azp") or "")),
+            ("client", client if isinstance(client, str) else ""),
             *(("group", str(g)) for g in (groups if isinstance(groups, list) else [groups])),
         }
         at = next((i for i, m in enumerate(self.team.members) if m in held), None)
         if at is None:
-            raise Refused(403, "access_denied", f"'{sub}' is not a member of this team gateway ([team] members)")
+            raise Refused(403, "access_denied", f"'{who}' is not a member of this team gateway ([team] members)")
         kind, value = self.team.members[at]
         bound = self.team.profiles[at] if at < len(self.team.profiles) else None
-        return Member(sub, f"{kind}:{value}", granted, float(claims.get("exp", 0)), bound)
-
-    def _keys(self) -> Any:
-        """The issuer's JWKS client: found through its OpenID metadata once, its keys kept (and fetched
-        again when a token names a key id it has not seen: the provider rotated)."""
-        import jwt
-
-        if self._jwks is None:
-            meta = self.provider_metadata()
-            uri = meta.get("jwks_uri")
-            if not isinstance(uri, str):
-                raise Refused(401, "invalid_token", f"{self.team.issuer} publishes no jwks_uri")
-            self._jwks = jwt.PyJWKClient(
-                uri, cache_keys=True, lifespan=3600, timeout=10, cooldown_duration=KEY_REFETCH_S
-            )
-            introspection = meta.get("introspection_endpoint")
-            self._introspection = introspection if isinstance(introspection, str) else None
-        return self._jwks
+        return Member(who, f"{kind}:{value}", granted, float(exp), bound)
 
     def provider_metadata(self) -> dict[str, Any]:
         """The provider's OpenID (or OAuth) metadata, read once: its endpoints and keys' address."""
-        if self._metadata is None:
-            self._metadata = self._provider_metadata()
-        return self._metadata
-
-    def _provider_metadata(self) -> dict[str, Any]:
-        import httpx2
-
-        for suffix in ("/.well-known/openid-configuration", "/.well-known/oauth-authorization-server"):
-            try:
-                answer = httpx2.get(self.team.issuer + suffix, timeout=10)
-            except httpx2.HTTPError as exc:
-                raise Refused(
-                    401, "invalid_token", f"the identity provider {self.team.issuer} is unreachable: {exc}"
-                ) from None
-            if answer.status_code == 200:
-                data = answer.json()
-                if isinstance(data, dict):
-                    return data
-        raise Refused(401, "invalid_token", f"{self.team.issuer} publishes no OpenID or OAuth metadata")
-
-    def _introspect(self, token: str) -> dict[str, Any]:
-        """RFC 7662 for a token that is not a JWT."""
-        import httpx2
-
-        self._keys()
-        if self._introspection is None or self.team.introspection_client is None:
-            raise Refused(401, "invalid_token", "the token is not a JWT, and [team] names no introspection_client")
-        client_id, secret = self.team.introspection_client
-        try:
-            answer = httpx2.post(self._introspection, data={"token": token}, auth=(client_id, secret), timeout=10)
-            data = answer.json()
-        except (httpx2.HTTPError, ValueError) as exc:
-            raise Refused(401, "invalid_token", f"introspection failed: {exc}") from None
-        if not isinstance(data, dict) or data.get("active") is not True:
-            raise Refused(401, "invalid_token", "the provider says the token is not active")
-        aud = data.get("aud")
-        audiences = aud if isinstance(aud, list) else [aud]
-        if self.team.resource not in audiences:
-            raise Refused(401, "invalid_token", f"the token is not for this resource ({self.team.resource})")
-        if data.get("iss", self.team.issuer).rstrip("/") != self.team.issuer:
-            raise Refused(401, "invalid_token", f"the token was not issued by {self.team.issuer}")
-        return data
+        return self.provider.metadata()
 
 
 _speaking: ContextVar[Member | None] = ContextVar("coffer_team_member", default=None)
