@@ -10,6 +10,7 @@ For a team member (coffer.trust.team) the profile is a wall, not a choice of wha
 decides every tools/call (direct, `coffer__call_tool`, a script's), `servers_reached` every prompt and
 resource request and `coffer__ask`, `walled` what search ranks; the lists only leave out what those
 would refuse, and a refusal reads as a name not found, so a member learns nothing of what lies outside.
+A member whose profile the owner removed is refused everything (`WallGone`, fail closed).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import mcp_types as types
+from mcp import MCPError
 
 from coffer.gateway.builtins import CALL
 from coffer.vault.catalogue import CatalogueTool
@@ -120,3 +124,16 @@ def servers_reached(bound: Profile | None, tools: Iterable[CatalogueTool]) -> se
     if bound.servers:
         return set(bound.servers)
     return {t.server for t in tools if reaches(bound, t)}
+
+
+class WallGone(MCPError):
+    """The profile walling a member in was removed by the vault's owner while in use: every request of
+    the member's is refused (fail closed), as a JSON-RPC error that says why. INTERNAL_ERROR: the vault,
+    not the request, is what is wrong, and the member cannot mend it."""
+
+    def __init__(self, profile: str) -> None:
+        said = (
+            f"coffer: the profile '{profile}' that bounds what you reach was removed from the vault by its "
+            "owner; nothing is served to you until the owner maps you to a profile that exists ([team.members])"
+        )
+        super().__init__(code=types.INTERNAL_ERROR, message=said)

@@ -134,11 +134,15 @@ class Listings:
 
     def bound(self) -> Profile | None:
         """The profile that walls in the team member being served (coffer.gateway.advertise), read from the
-        vault as it is now (an owner's edit holds at once); None for everyone else."""
+        vault as it is now (an owner's edit holds at once); None for everyone else. Raises WallGone (a
+        JSON-RPC error) when the owner has removed it."""
         member = speaking_for()
         if member is None or member.profile is None:
             return None
-        return self.view.current_registry().profile(member.profile)
+        bound = self.view.current_registry().profiles.get(member.profile)
+        if bound is None:  # the owner removed it while in use: nothing is served (fail closed)
+            raise advertise.WallGone(member.profile)
+        return bound
 
     def _shown_key(self, profile: Profile) -> str:
         """What a profile's advertised list is kept under: a member's walled one apart from a client's."""

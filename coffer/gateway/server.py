@@ -31,7 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from coffer import __version__
 from coffer.errors import CofferError
 from coffer.gateway import bigresults, builtins, paging, rounds, sessions
-from coffer.gateway.advertise import walled
+from coffer.gateway.advertise import WallGone, walled
 from coffer.gateway.builtins import ASK, BUILTIN, CALL, READ, RUN, SEARCH, CallFailure, HostError, text_result
 from coffer.gateway.listings import DISCOVERY_BUDGET_S, Listings
 from coffer.gateway.merge import Merged
@@ -403,6 +403,9 @@ class Gateway:
         except HostError as exc:  # the upstream's JSON-RPC error, as it is (URL elicitation required)
             outcome, error_class = exc.outcome, exc.error_class
             raise exc.error from None
+        except WallGone:  # the member's profile was removed: refused as a JSON-RPC error, not a bug
+            outcome, error_class = "refused", "profile_gone"
+            raise
         except CallFailure as exc:
             outcome, error_class = exc.outcome, exc.error_class
             return text_result(scrub(str(exc)), error=True)  # may quote an upstream's message or stderr

@@ -154,3 +154,42 @@ async def test_an_owners_edit_of_the_profile_holds_at_once(walled: Gateway) -> N
             await anyio.sleep(0.05)
         assert text(await bob.call_tool("alpha__echo", {"text": "now"})) == "now"
         assert (await bob.call_tool("beta__echo", {"text": "x"})).is_error  # and beta is now outside
+
+
+async def test_a_removed_profile_refuses_everything_with_a_json_rpc_error_a_person_reads(walled: Gateway) -> None:
+    """The owner removes the profile that walls bob in while he uses it: every request of his is refused
+    (fail closed) as a JSON-RPC error with a real code and a line that says why, and nothing in the log
+    is a traceback; alice, who reaches the whole vault, goes on."""
+    g = walled
+    async with member(g, "agent-bob") as bob:
+        assert text(await bob.call_tool("beta__echo", {"text": "x"})) == "x"
+        with registry.edit(g.home / "coffer.toml") as doc:
+            del doc["profiles"]["ops"]
+
+        async def refused() -> bool:
+            try:
+                await bob.list_tools()
+            except MCPError:
+                return True
+            return False
+
+        for _ in range(200):  # the gateway reads the vault again once the file settles
+            if await refused():
+                break
+            await anyio.sleep(0.05)
+        attempts = {
+            "tools/list": bob.list_tools(),
+            "tools/call": bob.call_tool("beta__echo", {"text": "x"}),
+            "coffer__call_tool": bob.call_tool("coffer__call_tool", {"name": "beta__echo", "arguments": {}}),
+            "prompts/list": bob.list_prompts(),
+            "resources/read": bob.read_resource("fixture://beta/readme"),
+        }
+        for what, attempt in attempts.items():
+            with pytest.raises(MCPError) as caught:
+                await attempt
+            assert caught.value.code == -32603, (what, caught.value.code, caught.value.message)
+            assert "profile 'ops'" in caught.value.message and "removed" in caught.value.message, what
+    async with member(g, "agent-alice") as alice:
+        assert text(await alice.call_tool("alpha__echo", {"text": "on"})) == "on"
+    logged = g.log.read_text()
+    assert "Traceback" not in logged, logged[-3000:]
