@@ -92,12 +92,13 @@ async def test_a_key_the_provider_drops_is_refused_at_the_next_read_of_its_keys(
     assert post(g.url, old).status_code == 200  # k1 is still published
     g.idp.keys("k2")
     dropped = time.monotonic()
+    # within the read interval (1 s here) and a loaded machine's slack: a kept answer (CACHE_S, 60 s) or
+    # a key kept for the process's life would not be refused in time
     await wait_for(lambda: post(g.url, old).status_code == 401, timeout=15, what="the dropped key to be refused")
-    took = time.monotonic() - dropped
+    print(f"a dropped key refused {time.monotonic() - dropped:.2f} s after the provider dropped it")
     refused = post(g.url, old)
     assert refused.status_code == 401 and "signing key" in refused.text, refused.text
     assert post(g.url, new).status_code == 200
-    assert took < 10, took  # within the read interval (1 s) and a loaded machine's slack, not CACHE_S or an hour
     assert "Traceback" not in g.log.read_text()
 
 
