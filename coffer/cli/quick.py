@@ -189,8 +189,8 @@ def show_find(query: str, url: str | None, limit: int, mode: str, as_json: bool)
         render.warn(note)
     rows = [
         (
-            h["short"],
-            h["name"] + (" (maker's own)" if h["makers_own"] else ""),
+            h["add"],
+            ("" if h["add"] == h["name"] else h["name"]) + (" (maker's own)" if h["makers_own"] else ""),
             h["version"],
             ", ".join(h["runs_as"]),
             h["fit"],
@@ -202,8 +202,13 @@ def show_find(query: str, url: str | None, limit: int, mode: str, as_json: bool)
     ]
     ages = "; ".join(f"{r['url']}: {r['entries']} servers, read {r['age']}" for r in found.registries)
     if rows:
-        render.table(["short", "name", "version", "runs as", "fit", "what", "installed"], rows, caption=ages)
-        render.say("install one: `coffer add NAME` (`--dry-run` first shows what it runs and asks)")
+        render.table(
+            ["add", "registry name", "version", "runs as", "fit", "what", "installed"],
+            rows,
+            caption=ages,
+            whole=["add"],
+        )
+        render.say("install one: `coffer add ADD` (`--dry-run` first shows what it runs and asks)")
     elif found.searched:
         render.text(f"nothing in {found.searched} registry servers fits '{query}' ({ages})")
 

@@ -44,8 +44,13 @@ def print_json_line(data: Any) -> None:
 
 
 def table(
-    columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None, caption: str | None = None
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    title: str | None = None,
+    caption: str | None = None,
+    whole: Sequence[str] = (),
 ) -> None:
+    """`whole`: columns never wrapped (what a user copies into a command); the others fold to fit."""
     from rich.table import Table
     from rich.text import Text
 
@@ -59,7 +64,7 @@ def table(
         min_width=None if heading is None else heading.cell_len,
     )
     for col in columns:
-        tbl.add_column(col, overflow="fold")
+        tbl.add_column(col, overflow="fold", no_wrap=col in whole)
     for row in rows:
         # Text, not str: cells are data (a description may hold "[/x]", which rich would read as markup
         # and fail on, or style)

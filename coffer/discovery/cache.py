@@ -262,15 +262,15 @@ def entry(registry: str, name: str, path: Path | None = None) -> Entry | None:
     return None if row is None else _parse(row[0], registry)
 
 
-def by_short(short: str, registries: list[str], path: Path | None = None) -> list[Entry]:
-    """Cached entries whose short name (`coffer find` shows it) is `short`, in any of these registries."""
+def holders(short: str, registries: list[str], path: Path | None = None) -> list[tuple[str, str]]:
+    """(registry, name) of every cached entry whose short name is `short`: whom a short name may mean."""
     marks = ",".join("?" * len(registries))
     with _open(path) as conn:
         found = conn.execute(
-            f"SELECT registry, body FROM entries WHERE short = ? AND registry IN ({marks}) ORDER BY name",
+            f"SELECT registry, name FROM entries WHERE short = ? AND registry IN ({marks}) ORDER BY name",
             [short, *registries],
         ).fetchall()
-    return [_parse(body, reg) for reg, body in found]
+    return [(str(reg), str(name)) for reg, name in found]
 
 
 def _parse(body: str, registry: str) -> Entry:

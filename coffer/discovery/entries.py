@@ -168,6 +168,17 @@ def first_party(name: str) -> bool:
     return bool(owner) and (owner in words or server_part.startswith(owner) or server_part.endswith(owner))
 
 
+def meant(holders: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """Which server a short name means among the (registry, name) pairs that have it: the only one, else
+    the only one that is its maker's own (`github` is GitHub's server, not one of its many clones); None
+    while it stays ambiguous. `coffer add SHORT` resolves by it and `coffer find` shows a short name only
+    where it holds, so what `find` prints is what `add` takes."""
+    if len(holders) == 1:
+        return holders[0]
+    own = [h for h in holders if first_party(h[1])]
+    return own[0] if len(own) == 1 else None
+
+
 def short_name(name: str) -> str:
     """A vault name for a registry name: `io.github.github/github-mcp-server` -> github,
     `io.github.modelcontextprotocol/server-time` -> time, `com.neon/mcp` -> neon."""

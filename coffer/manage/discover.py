@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coffer.discovery import cache
-from coffer.discovery.entries import DiscoveryError, Entry
+from coffer.discovery.entries import DiscoveryError, Entry, meant
 from coffer.discovery.launch import Input, Plan, plan
 from coffer.errors import ConflictError, NotFoundError, UsageError
 from coffer.vault import registry
@@ -86,10 +86,11 @@ def find(
     notes = [] if mode == "offline" else refresh(urls, only_stale=mode == "auto", on_page=on_page)
     hits, searched = rank(query, urls, k)
     installed = installed_sources()
+    adds = add_names([(h.entry.registry, h.entry.name, h.entry.short) for h in hits], urls)
     out = [
         hit.entry.summary(installed.get((hit.entry.registry, hit.entry.name)))
-        | {"score": hit.score, "fit": hit.fit, "makers_own": hit.own, "also": list(hit.also)}
-        for hit in hits
+        | {"add": add, "score": hit.score, "fit": hit.fit, "makers_own": hit.own, "also": list(hit.also)}
+        for hit, add in zip(hits, adds, strict=True)
     ]
     states = [
         {"url": s.registry, "entries": s.entries, "refreshed": s.synced_at, "age": _age(s.synced_at)}
@@ -141,16 +142,29 @@ def resolve(name: str, url: str | None = None) -> Entry:
             except DiscoveryError as exc:
                 errors.append(str(exc))
         raise NotFoundError(errors[0] if len(errors) == 1 else f"no registry has '{name}': " + "; ".join(errors))
-    matches = cache.by_short(name, urls)
-    if not matches:
+    holders = cache.holders(name, urls)
+    if not holders:
         refresh(urls, only_stale=True)
-        matches = cache.by_short(name, urls)
-    if not matches:
+        holders = cache.holders(name, urls)
+    if not holders:
         raise NotFoundError(f"no server '{name}' in the registry cache: `coffer find {name}` lists what there is")
-    if len(matches) > 1:
-        names = ", ".join(m.name for m in matches[:6])
-        raise UsageError(f"'{name}' is ambiguous: {names}; give the full registry name")
-    return matches[0]
+    chosen = meant(holders)
+    if chosen is None:
+        names = ", ".join(n for _, n in holders[:6]) + (f" and {len(holders) - 6} more" if len(holders) > 6 else "")
+        raise UsageError(f"'{name}' is ambiguous: {names}; give the full registry name (`coffer find` shows it)")
+    found = cache.entry(*chosen)
+    if found is None:  # refreshed away between the two reads
+        raise NotFoundError(f"no server '{name}' in the registry cache: `coffer find {name}` lists what there is")
+    return found
+
+
+def add_names(hits: list[tuple[str, str, str]], urls: list[str]) -> list[str]:
+    """What `coffer add` takes for each (registry, name, short) hit: its short name where that means it
+    (coffer.discovery.entries.meant), else its full registry name."""
+    out = []
+    for reg, name, short in hits:
+        out.append(short if meant(cache.holders(short, urls)) == (reg, name) else name)
+    return out
 
 
 @dataclass

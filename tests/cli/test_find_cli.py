@@ -198,3 +198,35 @@ def test_upgrade_refuses_a_version_that_needs_more_than_the_entry_gives(cli: Cli
     err = run_cli(cli, "upgrade", "figma", code=8).stderr  # type: ignore[attr-defined]
     assert "needs what 'figma' does not give it: FIGMA_TEAM_ID" in err and len(err.strip().splitlines()) == 1
     assert registry.load().path.read_text() == before
+
+
+def clone(original: str, name: str, owner: str) -> dict[str, object]:
+    """A third party's server for the same product: its own repository and words, the same short name."""
+    server = copy.deepcopy(next(s for s in recorded() if s["name"] == original))
+    server["name"] = name
+    server["repository"] = {"url": f"https://github.com/{owner}/{name.rsplit('/', 1)[-1]}", "source": "github"}
+    server["description"] = f"{server['description']} Maintained by {owner}."
+    return server
+
+
+def test_what_find_prints_is_what_add_takes(cli: CliRunner, reg: RecordedRegistry) -> None:
+    """Clones share short names (the registry has dozens of `github` servers): `find` prints the short name
+    only where `add` takes it for that server (the only one, or the one that is its maker's own), else the
+    full registry name; whatever it printed, `add` installs that server."""
+    brave, time = "io.github.brave/brave-search-mcp-server", "io.github.modelcontextprotocol/server-time"
+    reg.publish(clone(brave, "io.github.someone/brave-search-mcp", "someone"))
+    reg.publish(clone(time, "io.github.clocks/time-mcp", "clocks"))
+    printed: dict[str, str] = {}
+    for query in ("search the web with brave", "current time in a timezone"):
+        out = json.loads(run_cli(cli, "find", query, "--registry", reg.url, "--json").stdout)  # type: ignore[attr-defined]
+        printed |= {s["name"]: s["add"] for s in out["servers"]}
+    assert printed[brave] == "brave-search"  # the maker's own among two `brave-search`es
+    assert printed["io.github.someone/brave-search-mcp"] == "io.github.someone/brave-search-mcp"
+    assert printed[time] == time and printed["io.github.clocks/time-mcp"] == "io.github.clocks/time-mcp"  # neither's
+    for name in (brave, "io.github.someone/brave-search-mcp", time, "io.github.clocks/time-mcp"):
+        shown = run_cli(cli, "add", printed[name], "--registry", reg.url, "--dry-run", "--json").stdout  # type: ignore[attr-defined]
+        assert json.loads(shown)["dry_run"]["entry"]["name"] == name
+    table = run_cli(cli, "find", "search the web with brave", "--registry", reg.url, "-n", "3").stdout  # type: ignore[attr-defined]
+    assert "│ brave-search " in table and "│ io.github.someone/brave-search-mcp " in table  # unbroken, to copy
+    err = run_cli(cli, "add", "time", "--registry", reg.url, "--no-probe", code=2).stderr  # type: ignore[attr-defined]
+    assert "'time' is ambiguous" in err and "io.github.clocks/time-mcp" in err
