@@ -54,3 +54,4 @@ resource_templates  # unused variable (coffer/vault/catalogue.py:66)
 ablated  # used by the eval harness (evals/ablate.py), outside coffer/
 format_commands  # click calls it to write `coffer -h`'s command list (coffer/cli/_app.py)
 async_auth_flow  # httpx calls it: an Auth's flow on an async client (coffer/trust/exchange.py)
+whitespace_split  # read by shlex.shlex while it splits a sh -c script (coffer/upstreams/policy.py)

@@ -14,6 +14,7 @@ Modules, from the session down to the process:
     reaper      the supervisor every stdio upstream runs under: no upstream outlives its gateway
     sandbox     confinement: what a stdio upstream may read, write, reach and see (bubblewrap or Landlock)
     policy      a server's policy: its entry's grants, known servers' profiles, what its launch line names
+    walls       what no grant opens: Coffer's own files, every server's home and temp, the secret places
     runtimes    what a launch line needs to run: the system, its runtime wherever installed, its code
     lockdown    Landlock, applied just before a server runs (stdlib only, run by path or by the reaper)
     denials     a denial named with the one command that grants it

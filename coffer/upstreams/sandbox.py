@@ -440,7 +440,7 @@ def _around(allowed: list[str], hidden: list[str], carved: list[str]) -> list[st
     seen: set[str] = set()
     for path in allowed:
         out += _carve(path, hidden, seen)
-    carved += sorted(seen)
+    carved.extend(sorted(seen))
     return out
 
 
