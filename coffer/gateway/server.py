@@ -12,6 +12,7 @@ which times it and writes the invocation log.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -377,7 +378,9 @@ class Gateway:
 
     async def _call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> dict[str, Any]:
         call = Call(server="?", tool=params.name)
-        result = await self._record(ctx, call, lambda: self._route_tool(ctx, params, call), deferred=rounds.interim)
+        context = [json.dumps(params.arguments)] if params.arguments else []  # for a denial's hint, never logged
+        route = lambda: self._route_tool(ctx, params, call)  # noqa: E731
+        result = await self._record(ctx, call, route, deferred=rounds.interim, context=context)
         return for_era(ctx, result)
 
     async def _record(
@@ -386,10 +389,13 @@ class Gateway:
         call: Call,
         run: Callable[[], Awaitable[dict[str, Any]]],
         deferred: Callable[[dict[str, Any]], bool] | None = None,
+        context: list[str] | None = None,
     ) -> dict[str, Any]:
         """Run one tools/call, turn failures into isError results, and log who/what/how long/outcome;
-        a result `deferred` says is not the end (a task) is logged when it ends, not here."""
+        a result `deferred` says is not the end (a task) is logged when it ends, not here. `context`: the
+        call's arguments as text, read (with what the server wrote to stderr meanwhile) for a denial's hint."""
         started, t0 = time.time(), time.perf_counter()
+        marks = {name: up.stats.fed for name, up in self.pool.upstreams.items()}
         outcome: str | None = "ok"
         error_class = None
         try:
@@ -398,7 +404,7 @@ class Gateway:
                 outcome = None
             elif result.get("isError"):
                 outcome, error_class = call.failed_as or ("error", "tool_error")
-                result = self._with_denial(call.server, result)
+                result = self._with_denial(call.server, result, context or [], marks)
             return result
         except HostError as exc:  # the upstream's JSON-RPC error, as it is (URL elicitation required)
             outcome, error_class = exc.outcome, exc.error_class
@@ -436,14 +442,18 @@ class Gateway:
                 out[name] = f"server '{name}' is {up.state.value}: {up.last_error or 'it did not start'}"
         return out
 
-    def _with_denial(self, server: str, result: dict[str, Any]) -> dict[str, Any]:
-        """A failed call that its server's sandbox caused says so, with the command that grants it."""
+    def _with_denial(
+        self, server: str, result: dict[str, Any], context: list[str], marks: dict[str, int]
+    ) -> dict[str, Any]:
+        """A failed call that its server's sandbox caused says so, with the command that grants it (or,
+        behind a wall, why Coffer hides it)."""
         up = self.pool.get(server) if server != "?" else None
         if up is None or up.confinement is None:
             return result
         content = result.get("content") or []
         text = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
-        hint = denials.hint(up.confinement, server, text)
+        stderr = up.stats.stderr_since(marks.get(server, up.stats.fed))
+        hint = denials.hint(up.confinement, server, text, context=[*context, stderr])
         if hint is None:
             return result
         return {**result, "content": [*content, {"type": "text", "text": f"coffer: {hint}"}]}

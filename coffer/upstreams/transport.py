@@ -59,12 +59,19 @@ class StreamStats:
     broken: str | None = None
     returncode: int | None = None
     http_status: int | None = None  # the last HTTP error status, for streamable HTTP upstreams
+    fed: int = 0  # bytes of stderr ever fed: a mark, to read what came after it (`stderr_since`)
     _tail: bytearray = field(default_factory=bytearray)
 
     def feed_stderr(self, chunk: bytes) -> None:
+        self.fed += len(chunk)
         self._tail += chunk
         if len(self._tail) > TAIL_BYTES:
             del self._tail[: len(self._tail) - TAIL_BYTES]
+
+    def stderr_since(self, mark: int) -> str:
+        """What it wrote to stderr after `mark` (a `fed` read before): a call's own complaints, for its hint."""
+        new = min(self.fed - mark, len(self._tail))
+        return self.scrub(self._tail[len(self._tail) - new :].decode("utf-8", "replace")) if new > 0 else ""
 
     def stderr_tail(self) -> str:
         return self.scrub(self._tail.decode("utf-8", "replace"))
