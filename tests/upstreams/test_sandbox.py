@@ -245,3 +245,16 @@ async def test_a_host_list_allows_those_hosts_through_the_proxy_and_nothing_arou
     assert report["proxied"][allowed].startswith("GOT HTTP/1.1 200"), report["proxied"]
     assert report["proxied"][other].startswith("denied HTTP/1.1 403"), report["proxied"]
     assert report["connect"][str(listener)].startswith("denied"), report["connect"]
+
+
+@pytest.mark.one_mode("engine")
+async def test_a_refused_local_port_named_only_in_the_arguments_gets_its_hint(
+    coffer_home: Path, home_dir: Path, listener: int, mechanism: str
+) -> None:
+    """A real client's failure says nothing of the port ("ConnectError('All connection attempts failed')"):
+    the hint comes from the call's arguments, held against what the sandbox lets it reach."""
+    _vault(coffer_home, home_dir, {})
+    async with serve(coffer_home) as served:
+        result = await served.call("hostile__fetch", {"url": f"http://localhost:{listener}/status"})
+    said = text(result)
+    assert result.is_error and f"coffer edit hostile --allow-host localhost:{listener}" in said, said
