@@ -27,7 +27,18 @@ from coffer.upstreams import runtimes
 from coffer.upstreams.policy import SECRETS
 from coffer.vault import paths
 
-_AGENTS = (".claude", ".cursor", ".codex", ".gemini", ".config/Claude", ".config/Code")
+_AGENTS = (
+    ".claude",
+    ".cursor",
+    ".codex",
+    ".gemini",
+    ".config/Claude",
+    ".config/Code",
+    ".codeium",
+    ".kiro",
+    ".continue",
+)
+_AGENTS += (".config/zed", ".config/opencode", ".config/goose")
 _BROWSERS = (".mozilla", "chrome", "chromium", "Brave", "edge")
 
 

@@ -380,3 +380,18 @@ def test_a_hint_comes_from_what_was_denied_not_from_error_words(
     said = denials.hint(start, "k8s", f"ENOENT: no such file or directory, open '{in_its_home / '.kube' / 'config'}'")
     assert said is not None and "secret place" in said and "--allow" not in said, said
     assert denials.hint(start, "git", f"fatal: bad revision in {repo}") is None, "a readable path is no denial"
+
+
+def test_every_agent_config_coffer_knows_is_a_secret_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The configs `coffer import` reads hold every server's tokens: each is a secret place, so no grant of ~
+    opens one (a client added to coffer.clients.known without one here fails this test)."""
+    from coffer.clients.known import CLIENTS
+    from coffer.upstreams import walls
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    for client in CLIENTS.values():
+        path = client.default_path()
+        place = walls.secret_of(str(path))
+        assert place is not None, f"{client.name}: {path} is in no secret place"
