@@ -26,4 +26,35 @@ trust; anything that speaks MCP to upstreams, upstreams; to hosts, gateway; a co
 several parts together, manage (the CLI only parses and renders).
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+import functools
+
+
+@functools.cache
+def _version() -> str:
+    """The version as pyproject.toml writes it, the one place it is written: a checkout reads the file
+    itself (an editable or older install's metadata may say otherwise), an installed wheel its metadata."""
+    import tomllib
+    from pathlib import Path
+
+    try:
+        text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+        project = tomllib.loads(text).get("project", {})
+        if project.get("name") == "coffer" and isinstance(project.get("version"), str):
+            return str(project["version"])
+    except (OSError, ValueError):  # no checkout around the package (an installed wheel): its metadata
+        pass
+    from importlib import metadata
+
+    try:
+        return metadata.version("coffer")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def __getattr__(name: str) -> str:
+    """`coffer.__version__`, read on first use (PEP 562)."""
+    if name == "__version__":
+        return _version()
+    raise AttributeError(f"module 'coffer' has no attribute {name!r}")

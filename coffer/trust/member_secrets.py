@@ -21,7 +21,7 @@ from pathlib import Path
 from coffer.errors import SecretError, UsageError
 from coffer.trust import redact
 from coffer.trust.secrets import validate_name
-from coffer.vault import paths
+from coffer.vault import paths, upgrade
 from coffer.vault.fsutil import atomic_write, locked
 
 FILE_VERSION = 1
@@ -42,6 +42,7 @@ def _read(sub: str) -> dict[str, dict[str, str]]:
         return {"secrets": {}, "oauth": {}}
     except (OSError, ValueError) as exc:
         raise SecretError(f"{path}: unreadable member secrets ({type(exc).__name__})") from None
+    upgrade.check_json(data, path, FILE_VERSION)
     values = data.get("secrets") if isinstance(data, dict) and data.get("sub") == sub else None
     if not isinstance(values, dict):
         raise SecretError(f"{path}: not this member's secrets file")

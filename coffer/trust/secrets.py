@@ -21,7 +21,7 @@ from typing import Any
 
 from coffer.errors import NotFoundError, SecretError, UsageError
 from coffer.trust import redact
-from coffer.vault import paths
+from coffer.vault import paths, upgrade
 from coffer.vault.fsutil import atomic_write, locked
 
 ENV_BACKEND = "COFFER_SECRETS_BACKEND"
@@ -89,6 +89,7 @@ def _load(path: Path) -> dict[str, dict[str, str]]:
         return {}
     except (OSError, ValueError) as exc:
         raise SecretError(f"{path}: unreadable secrets file ({type(exc).__name__}); fix or remove it") from None
+    upgrade.check_json(data, path, FILE_VERSION)
     entries = data.get("secrets") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise SecretError(f"{path}: not a Coffer secrets file")

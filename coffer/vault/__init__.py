@@ -12,6 +12,7 @@ Modules:
     schema      input-schema trimming for hosts
     masking     display masking of launch configs
     database    coffer.db: SQLite opened with WAL and a busy timeout, migrations
+    upgrade     which vaults this Coffer opens: file formats, the schema, refusing a newer vault's
 
-The bottom layer: imports only `coffer.errors`.
+The bottom layer: imports only `coffer.errors` (and `coffer.__version__`, for a refusal's message).
 """

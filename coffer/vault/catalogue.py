@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from coffer.errors import RegistryError
-from coffer.vault import paths
+from coffer.vault import paths, upgrade
 from coffer.vault.fsutil import LOCK_TIMEOUT_S, atomic_write, locked
 from coffer.vault.registry import SEP, Registry
 from coffer.vault.schema import prune_unused_defs
@@ -166,6 +166,7 @@ def load_snapshot(path: Path | None = None) -> Snapshot | None:
         return None
     except (OSError, ValueError) as exc:
         raise RegistryError(f"{path}: unreadable catalogue snapshot ({exc}); run `coffer refresh`") from exc
+    upgrade.check_json(data, path, SNAPSHOT_VERSION)
     snap = Snapshot(path=path)
     for name, entry in (data.get("servers") or {}).items():
         told, caps = entry.get("told"), entry.get("capabilities")
@@ -184,6 +185,8 @@ def _for_update(path: Path) -> Snapshot:
     """The snapshot to change (under its lock): a damaged one is derived data, rebuilt from nothing."""
     try:
         return load_snapshot(path) or Snapshot(path=path)
+    except upgrade.NewerVaultError:  # not damage: a newer Coffer's, left as it is
+        raise
     except RegistryError:
         return Snapshot(path=path)
 

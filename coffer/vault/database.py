@@ -2,7 +2,8 @@
 
 Several `coffer serve` processes (one per agent) and the CLI write at once, so every connection uses
 WAL and a busy timeout. Each part owns a named `sqlite_utils.Migrations` set and applies it on open,
-so a newer Coffer upgrades an older file in place and an older Coffer never sees half a migration.
+so a newer Coffer upgrades an older file in place and an older Coffer never sees half a migration; a
+file a newer Coffer wrote is refused before anything is written to it (coffer.vault.upgrade).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coffer.errors import CofferError
-from coffer.vault import paths
+from coffer.vault import paths, upgrade
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -37,10 +38,15 @@ def open_db(path: Path | None = None, *, check_same_thread: bool = True) -> sqli
     conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=check_same_thread)
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        upgrade.check_database(conn, path)  # before the first write: a newer Coffer's file stays as it is
         db = sqlite_utils.Database(conn)
         if db.journal_mode != "wal":
             db.enable_wal()
         conn.execute("PRAGMA synchronous = NORMAL")
+        upgrade.stamp_database(conn)
+    except upgrade.NewerVaultError:
+        conn.close()
+        raise
     except sqlite3.DatabaseError as exc:
         conn.close()
         if isinstance(exc, sqlite3.OperationalError):  # locked, busy, read-only: not damage
@@ -79,6 +85,9 @@ def migrate(db: sqlite_utils.Database, migrations: Migrations) -> None:
     duplicate migration record, or "database is locked" while the other creates its tables), so apply
     re-checks under `BEGIN IMMEDIATE`, retrying until the busy timeout runs out.
     """
+    # the names this code knows (sqlite-utils lists them only privately); one it does not is a newer Coffer's
+    known = [m.name for m in migrations._migrations]
+    upgrade.check_migrations(migrations.name, known, [m.name for m in migrations.applied(db)], _path(db))
     deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
     while migrations.pending(db):
         try:
@@ -88,3 +97,9 @@ def migrate(db: sqlite_utils.Database, migrations: Migrations) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _path(db: sqlite_utils.Database) -> Path:
+    """The file `db` is open on (for messages)."""
+    row = db.conn.execute("PRAGMA database_list").fetchone()
+    return Path(row[2]) if row and row[2] else paths.db_path()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from coffer.errors import ConflictError, NotFoundError, RegistryError
-from coffer.vault import paths
+from coffer.vault import paths, upgrade
 from coffer.vault.fsutil import atomic_write, locked
 
 # re-exported (`registry.SEP`, `registry.Profile`, ...): the registry is where callers meet these rules
@@ -45,6 +45,8 @@ HEADER = (
     "# Coffer registry: the MCP servers this vault serves.\n"
     "# Managed by `coffer add/remove/enable/disable`; hand edits and comments are kept.\n"
 )
+# what a new file starts with: the header and the layout it is written in (coffer.vault.upgrade)
+NEW_FILE = f"{HEADER}\n[coffer]\nformat = {upgrade.REGISTRY_FORMAT}  # {upgrade.FORMAT_NOTE}\n"
 
 
 @dataclass
@@ -154,6 +156,7 @@ def _header_lines(text: str) -> dict[tuple[str, str], int]:
 
 
 def _build(data: dict[str, Any], text: str, path: Path) -> Registry:
+    upgrade.registry_format(data, path)  # a newer Coffer's file is refused, never read as this one's
     header_lines = _header_lines(text)
 
     def _line_of(name: str, table: str = "servers") -> int:
@@ -217,7 +220,8 @@ def remove_profile(name: str, path: Path | None = None) -> None:
 def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
     """Lock, re-read, yield the document for changes, validate, replace atomically.
 
-    A file that does not parse is never overwritten: the user's hand edit stays for them to fix.
+    A file that does not parse is never overwritten: the user's hand edit stays for them to fix; nor is
+    one a newer Coffer wrote. An older one is brought forward as it is written (coffer.vault.upgrade).
     """
     import tomlkit
 
@@ -226,11 +230,15 @@ def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            text = HEADER
+            text = NEW_FILE
         doc = _parse(text, path)
+        upgrade.registry_format(doc, path)
         yield doc
         # one trailing newline: removing the last table leaves the blank line that was added before it
         new_text = tomlkit.dumps(doc).rstrip("\n") + "\n"
+        if new_text != text:  # a change is written in this code's format; no change writes nothing
+            upgrade.stamp_registry(doc, path)
+            new_text = tomlkit.dumps(doc).rstrip("\n") + "\n"
         _build(_read(new_text, path), new_text, path)  # never write what we could not read back
         if new_text != text or not path.exists():
             atomic_write(path, new_text)
