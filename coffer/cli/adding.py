@@ -222,7 +222,21 @@ def _add_from_registry(
         return
     if not as_json:
         render.say(f"adding '{prepared.name}' from {entry.name} {entry.version}: {prepared.config().launch_line()}")
-    render_added(discover.install(prepared, probe=probe, timeout=timeout), as_json)
+    with render.working(f"fetching {entry.name} {entry.version} into '{prepared.name}''s own cache") as live:
+
+        def fetching(line: str) -> None:
+            live.update(f"fetching {entry.name} {entry.version} (its first start){': ' + line if line else ''}")
+
+        def fetched(done: Any) -> None:
+            how = "fetched" if done.ok else f"its fetch failed ({done.said})" if done.said else "its fetch failed"
+            live.say(f"{how} in {done.seconds:.1f}s, into '{prepared.name}''s own cache; starting it once")
+            live.update(f"starting '{prepared.name}' once to list its tools")
+
+        quiet = as_json
+        added = discover.install(
+            prepared, probe, timeout, on_fetch=None if quiet else fetching, on_fetched=None if quiet else fetched
+        )
+    render_added(added, as_json)
 
 
 def _prompt(need: Any) -> str | None:

@@ -44,9 +44,9 @@ def outdated(
     as_json: JsonOpt = False,
 ) -> None:
     """List servers installed from a registry that have a newer version there (`coffer upgrade NAME`)."""
-    from coffer.manage import discover
+    from coffer.manage import upgrades
 
-    rows, notes = discover.outdated(from_registry, offline)
+    rows, notes = upgrades.outdated(from_registry, offline)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "outdated": rows, "notes": notes})
         return
@@ -66,9 +66,9 @@ def upgrade(
 ) -> None:
     """Move a registry server's pin to its latest version. A launch change, so it is held for approval:
     `coffer diff NAME` shows it, `coffer approve NAME` runs it."""
-    from coffer.manage import discover
+    from coffer.manage import upgrades
 
-    moved = discover.upgrade(name, offline)
+    moved = upgrades.upgrade(name, offline)
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "upgraded": moved})
         return

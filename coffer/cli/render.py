@@ -168,6 +168,39 @@ def counting(label: str) -> Iterator[Callable[[int], None]]:
         yield add
 
 
+class Working:
+    """What `working` yields: `update(text)` redraws its line, `say(message)` prints a status line above it."""
+
+    def __init__(self, bar: Any = None, task: Any = None) -> None:
+        self._bar, self._task = bar, task
+
+    def update(self, text_value: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=_clean(text_value))
+
+    def say(self, message: str) -> None:
+        if self._bar is None:
+            say(message)
+        else:
+            self._bar.console.print(_clean(message), markup=False)
+
+
+@contextlib.contextmanager
+def working(label: str) -> Iterator[Working]:
+    """A transient spinner with the time elapsed on stderr for slow steps whose line changes (drawn only
+    on a terminal; status lines are printed either way)."""
+    console = _console(stderr=True)
+    if not console.is_terminal:
+        yield Working()
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True
+    ) as bar:
+        yield Working(bar, bar.add_task(_clean(label), total=None))
+
+
 def plural(n: int, word: str) -> str:
     """`1 tool`, `2 tools`, `0 resources`."""
     return f"{n} {word if n == 1 else word + 's'}"

@@ -11,7 +11,9 @@ Modules:
     profiles    what each `[profiles.NAME]` advertises now (`coffer profile`)
     usage       which listed tools are called, how often, how well; pruning the rest
     search      `coffer search` over the saved catalogue
-    discover    `coffer find`, `add NAME` from a registry, `outdated`, `upgrade`
+    discover    `coffer find` and `add NAME` from a registry
+    prefetch    a registry server's package fetched into its own cache before its first start is timed
+    upgrades    `coffer outdated` and `coffer upgrade`: moving a registry server's pin
     auth        `coffer auth` and `coffer call`
     demo        `coffer demo`: the whole loop in a throwaway vault
 

@@ -1,28 +1,31 @@
-"""Finding and installing servers from MCP registries: `coffer find`, `coffer add NAME`, `coffer outdated`
-and `coffer upgrade`, shared by the CLI and the console (coffer.discovery holds the parts).
+"""Finding and installing servers from MCP registries: `coffer find` and `coffer add NAME`, shared by the
+CLI and the console (coffer.discovery holds the parts; `outdated` and `upgrade` are coffer.manage.upgrades).
 
 An install writes nothing until everything it needs is known: the entry resolves, a way to run it is
-chosen, every required input has a value. It then stores the secrets, adds the entry (approved, as `coffer
-add` does) and starts it once; a server that cannot start is removed again with its secrets, so a
-vanished package version leaves the vault as it was. `upgrade` only moves the pin: a changed launch is
-held for approval with its diff, as any edit of coffer.toml is.
+chosen, every required input has a value. It then stores the secrets, fetches the package into the
+server's own cache (coffer.manage.prefetch), adds the entry (approved, as `coffer add` does) and starts it
+once; a server that cannot start is removed again with its secrets, so a vanished package version leaves
+the vault as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
+import shlex
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coffer.discovery import cache
 from coffer.discovery.entries import DiscoveryError, Entry, meant
 from coffer.discovery.launch import Input, Plan, plan
 from coffer.errors import ConflictError, NotFoundError, UsageError
 from coffer.vault import registry
-from coffer.vault.servers import inline
+
+if TYPE_CHECKING:
+    from coffer.manage.prefetch import Fetched
 
 
 @dataclass
@@ -252,41 +255,79 @@ def prepare(
     return Prepared(entry, how, server, values)
 
 
-def install(prepared: Prepared, probe: bool = True, timeout: float | None = None) -> Any:
+def install(
+    prepared: Prepared,
+    probe: bool = True,
+    timeout: float | None = None,
+    on_fetch: Callable[[str], None] | None = None,
+    on_fetched: Callable[[Fetched], None] | None = None,
+) -> Any:
     """Store the secrets, add the server and start it once; undo all of it when it cannot start.
 
-    A uvx server that fails in a way its own output explains (its command has another name than its
-    package; it was written for the MCP SDK 1.x) is mended and started again, at most twice, and the
-    entry says so (`source.mended`)."""
-    from coffer.discovery.launch import mend
+    Before its start is timed, its package is fetched into its own cache (coffer.manage.prefetch), so a
+    heavy download is not cut at the start's limit; `on_fetch` is told the fetch's progress, `on_fetched`
+    how it went. A uvx server that fails in a way its own output explains (its command has another name
+    than its package; uv lists its commands and one is named for it; it was written for the MCP SDK 1.x)
+    is mended and started again, at most twice, and the entry says so (`source.mended`); where uv lists
+    commands and none is named for it, the error gives the `coffer add` line for each."""
+    from coffer.discovery.mending import mend, uv_commands
     from coffer.manage import servers
+    from coffer.manage.prefetch import prefetch
+    from coffer.upstreams import sandbox
 
     command: list[str] | None = None
     mended: list[str] = []
-    cause = ""
+    cause, tail = "", ""
     for _ in range(3):
         cfg, stored = _stored(prepared, timeout)
         if command is not None and cfg.source is not None:
             cfg.command, cfg.args = command[0], command[1:]
             cfg.source = {**cfg.source, "mended": "; ".join(mended)}
         try:
+            fetched = prefetch(cfg, on_fetch) if probe and cfg.enabled else None
+            if fetched is not None and on_fetched is not None:
+                on_fetched(fetched)
             added = servers.add(cfg, probe=probe)
         except BaseException:
             _forget(stored)
+            if cfg.name not in registry.load().servers:
+                sandbox.forget(cfg.name)  # the home its fetch filled
             raise
         if added.failure is None:
             return added
-        cause = added.failure.cause
+        cause, tail = added.failure.cause, "\n".join(added.failure.stderr_tail)
         servers.remove_server(cfg.name)  # with the secrets it refers to
         _forget(stored)
-        fix = mend([cfg.command or "", *cfg.args], "\n".join(added.failure.stderr_tail))
+        fix = mend([cfg.command or "", *cfg.args], tail, (cfg.name, prepared.entry.short))
         if fix is None:
             break
         command, mended = fix.command, [*mended, fix.why]
     tried = f" (mended: {'; '.join(mended)})" if mended else ""
+    choices = uv_commands(tail)
+    if choices:
+        cause = _commands_cause(cfg, choices)
     raise DiscoveryError(
         f"{prepared.entry.name} {prepared.entry.version} did not start ({cfg.launch_line()}){tried}: "
         f"{cause}; nothing was added"
+    )
+
+
+def _commands_cause(cfg: registry.ServerConfig, commands: list[str]) -> str:
+    """Why a package uv lists several commands of did not start, with the `coffer add` line of each."""
+    from coffer.discovery.mending import uvx_target
+
+    line = [cfg.command or "", *cfg.args]
+    at = uvx_target(line)
+    if at is None:
+        return f"its package has the commands {', '.join(commands)} and none is named for it"
+    env = "".join(f" --env {shlex.quote(k)}=VALUE" for k in cfg.env)  # names only: values are never shown
+    adds = [
+        f"`coffer add {cfg.name}{env} -- {shlex.join([*line[:at], '--from', line[at], c, *line[at + 1 :]])}`"
+        for c in commands
+    ]
+    return (
+        f"{line[at]} has {len(commands)} commands and none is named for it ({', '.join(commands)}); "
+        f"add the one that serves MCP{' (each VALUE as the entry gives it)' if env else ''}: {' or '.join(adds)}"
     )
 
 
@@ -319,102 +360,6 @@ def _forget(refs: list[str]) -> None:
     for ref in refs:
         with contextlib.suppress(NotFoundError):
             secrets.remove_secret(ref)
-
-
-def outdated(url: str | None = None, offline: bool = False) -> tuple[list[dict[str, str]], list[str]]:
-    """Installed registry servers whose registry has a newer version than their pin."""
-    urls = registry_urls(url)
-    notes = [] if offline else refresh(urls)
-    out = []
-    for cfg in registry.load().servers.values():
-        src = cfg.source
-        if src is None or src["registry"] not in urls:
-            continue
-        latest = cache.entry(src["registry"], src["name"])
-        if latest is not None and latest.version != src["version"]:
-            out.append({"server": cfg.name, "name": src["name"], "installed": src["version"], "latest": latest.version})
-    return out, notes
-
-
-def upgrade(server: str, offline: bool = False) -> dict[str, str]:
-    """Move SERVER's pin to its registry's latest version. Written as an edit of coffer.toml, not
-    approved: the gateway holds the changed launch until `coffer approve SERVER` (`coffer diff` shows it)."""
-    cfg = registry.load().get(server)
-    src = cfg.source
-    if src is None:
-        raise UsageError(f"'{server}' was not installed from a registry (`coffer edit` changes its launch line)")
-    if not offline:
-        refresh([src["registry"]])
-    latest = cache.entry(src["registry"], src["name"])
-    if latest is None:
-        raise NotFoundError(f"{src['name']} is no longer in {src['registry']}")
-    if latest.version == src["version"]:
-        raise ConflictError(f"'{server}' already runs {src['name']} {latest.version}, the latest")
-    needs = _new_needs(cfg, latest)
-    if needs:
-        raise DiscoveryError(
-            f"{src['name']} {latest.version} needs what '{server}' does not give it: {', '.join(needs)}; "
-            f"`coffer remove {server}` and `coffer add {src['name']}` with them"
-        )
-    old_args, new_args = list(cfg.args), _repin(cfg, latest)
-    url = _repin_url(cfg, latest)
-    if new_args == old_args and url == cfg.url:
-        raise DiscoveryError(
-            f"'{server}': its launch line does not hold the pin {src['version']} Coffer wrote; "
-            f"remove it and `coffer add {src['name']}` again"
-        )
-    with registry.edit() as doc:
-        table = doc["servers"][server]
-        if cfg.url:
-            table["url"] = url
-        else:
-            table["args"] = new_args
-        table["source"] = inline({**src, "version": latest.version})
-    return {"server": server, "name": src["name"], "from": src["version"], "to": latest.version}
-
-
-def _new_needs(cfg: registry.ServerConfig, latest: Entry) -> list[str]:
-    """Required environment variables and headers of the latest version's plan (the one the server
-    runs as) that the vault's entry does not set: moving the pin alone would start it without them."""
-    try:
-        how = plan(latest, via="remote" if cfg.url else None)
-    except DiscoveryError as exc:  # the new version has nothing Coffer can run
-        return [str(exc)]
-    given = set(cfg.env) | set(cfg.headers)
-    wanted = {**how.env, **how.headers}
-    return sorted(
-        name
-        for name, template in wanted.items()
-        if name not in given
-        and any(i.required and i.default is None and "{" + i.name + "}" in template for i in how.inputs.values())
-    )
-
-
-def _repin(cfg: registry.ServerConfig, latest: Entry) -> list[str]:
-    """The args with each package's pin moved to `latest`'s: `pkg@1.0`, `pkg==1.0`, `image:1.0`."""
-    versions: dict[str, str] = {}
-    for p in latest.packages:
-        ident, version = str(p["identifier"]), str(p.get("version") or latest.version)
-        tail = ident.rsplit("/", 1)[-1]
-        if p.get("registryType") == "oci" and ":" in tail:
-            ident, version = ident.rsplit(":", 1)
-        versions[ident] = version
-    out = []
-    for arg in cfg.args:
-        for sep in ("==", "@", ":"):
-            base, found, _ = arg.rpartition(sep)
-            if found and base in versions:
-                arg = f"{base}{sep}{versions[base]}"
-                break
-        out.append(arg)
-    return out
-
-
-def _repin_url(cfg: registry.ServerConfig, latest: Entry) -> str | None:
-    if not cfg.url:
-        return cfg.url
-    urls = [str(r["url"]) for r in latest.remotes]
-    return cfg.url if cfg.url in urls or not urls else urls[0]
 
 
 def _age(at: float | None) -> str:

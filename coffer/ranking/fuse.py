@@ -23,14 +23,17 @@ def max_normalise(scores: np.ndarray) -> np.ndarray:
 
 
 def minmax_normalise(scores: np.ndarray) -> np.ndarray:
-    """Map scores onto [0, 1]. With no spread (one doc, or identical docs) keep the positive raw scores,
-    so a lone relevant doc is still found and an empty query still scores nothing."""
+    """Map scores onto [0, 1], from the lowest (at most 0: a cosine of 0 is unrelated) to the highest. A
+    small vault whose every tool is near the query (the time server's two) keeps their differences as
+    they are instead of stretching them over the whole range. With no spread (one doc, or identical docs)
+    keep the positive raw scores, so a lone relevant doc is still found and an empty query scores nothing."""
     import numpy as np
 
     if not scores.size:
         return scores
     lo, hi = float(scores.min()), float(scores.max())
     if hi - lo > 1e-6:
+        lo = min(lo, 0.0)
         return (scores - lo) / (hi - lo)
     return np.clip(scores, 0.0, 1.0)
 

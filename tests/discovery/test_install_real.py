@@ -16,7 +16,7 @@ import anyio
 import pytest
 from typer.testing import CliRunner
 
-from coffer.discovery.launch import mend
+from coffer.discovery.mending import mend
 from coffer.vault import registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import serve, text
