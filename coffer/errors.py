@@ -6,6 +6,8 @@ Exit codes are stable so scripts can branch on them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 INTERRUPTED = 130  # the exit status of a command stopped by Ctrl-C (128 + SIGINT), as shells report it
 
 
@@ -56,3 +58,12 @@ class SecretError(CofferError):
 
     exit_code = 7
     code = "secret"
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """The one of `choices` closest to a mistyped `word`, as `; did you mean 'x'?` (empty when none is
+    near): a typo'd name gets the name meant, not just a pointer to the list."""
+    import difflib
+
+    guess = difflib.get_close_matches(word, sorted(set(choices) - {word}), n=1, cutoff=0.6)
+    return f"; did you mean '{guess[0]}'?" if guess else ""

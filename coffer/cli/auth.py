@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from coffer.cli import render
 from coffer.cli._app import app
 from coffer.cli.registry import JsonOpt, complete_servers, complete_targets
-from coffer.errors import UsageError
+from coffer.errors import UpstreamError, UsageError
 
 
 @app.command()
@@ -46,8 +46,8 @@ def call(
     arguments: Annotated[str, typer.Argument(help="The tool's arguments as a JSON object.")] = "{}",
     as_json: JsonOpt = False,
 ) -> None:
-    """Call one tool through the same machinery as `coffer serve` and print its result."""
-    from coffer.manage import auth as manage_auth
+    """Call one tool as an agent's call goes (through the engine where one runs), logged, and print its result."""
+    from coffer.manage import call as use
 
     try:
         args = json.loads(arguments)
@@ -55,26 +55,14 @@ def call(
         raise UsageError(f"arguments are not JSON: {exc.msg} at column {exc.colno}") from None
     if not isinstance(args, dict):
         raise UsageError('arguments must be a JSON object, e.g. \'{"path": "README.md"}\'')
-    from coffer.engine import control
-
-    result = manage_auth.call(tool, args)
-    if note := control.engine_env_note():
-        render.warn(note)
+    called = use.call(tool, args)
+    if called.note:
+        render.warn(called.note)
+    if called.unreachable is not None:
+        raise UpstreamError(called.unreachable)
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, "tool": tool, "result": result})
+        render.print_json({"version": render.JSON_VERSION, "tool": tool, "via": called.via, "result": called.result})
     else:
-        render.text(_text_of(result))
-    if result.get("isError"):
+        render.text(use.text_of(called.result))
+    if called.result.get("isError"):
         raise typer.Exit(1)
-
-
-def _text_of(result: dict[str, Any]) -> str:
-    parts = []
-    for item in result.get("content") or []:
-        if item.get("type") == "text":
-            parts.append(str(item.get("text", "")))
-        else:
-            parts.append(f"[{item.get('type')} content]")
-    if not parts and result.get("structuredContent") is not None:
-        parts.append(json.dumps(result["structuredContent"], indent=2))
-    return "\n".join(parts)

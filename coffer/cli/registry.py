@@ -54,12 +54,12 @@ def remove(
 @app.command("list")
 def list_(as_json: JsonOpt = False) -> None:
     """List registered servers (env values masked)."""
-    from coffer.manage import servers
+    from coffer.manage import states
 
     reg = registry.load()
     for problem in reg.unknown_keys():
         render.warn(problem)
-    rows = servers.server_rows(reg)
+    rows = states.server_rows(reg, states.engine_status())
     if as_json:
         render.print_json({"version": render.JSON_VERSION, "servers": rows})
         return
@@ -80,22 +80,28 @@ def list_(as_json: JsonOpt = False) -> None:
         ],
         title=f"{render.plural(len(rows), 'server')} in {reg.path}",
     )
+    for r in rows:
+        if r["state"] in states.TROUBLE:
+            render.say(f"{r['name']}: {r['reason']}")
 
 
 _OWN = "; under the engine each session runs its own, from its first call to it"
 
 
 def _state_text(row: dict[str, Any]) -> str:
-    """What a person needs to know first: will it run, and what to do if not."""
-    state = str(row["state"])
+    """What a person needs to know first: will it run, and what to do if not (an error's text is said
+    under the table, not in it)."""
+    state, name = str(row["state"]), row["name"]
     if state == "needs approval":
-        return f"needs approval: `coffer diff {row['name']}`"
+        return f"needs approval: `coffer diff {name}`"
     if state == "tools held":
-        return f"{len(row['held'])} held: `coffer diff {row['name']}`"
+        return f"{len(row['held'])} held: `coffer diff {name}`"
     if state == "needs sign-in":
-        return f"needs sign-in: `coffer auth {row['name']}`"
-    if state == "ok" and row.get("list_error"):
-        return "did not list"
+        return f"needs sign-in: `coffer auth {name}`"
+    if state == "not listed yet":
+        return f"not listed yet: `coffer refresh {name}`"
+    if state in ("did not list", "failed", "down"):
+        return f"{state}: `coffer doctor {name}`"
     return state
 
 
@@ -116,14 +122,14 @@ def show(
     """Show one server: launch config (env masked), how the engine shares it, and its tools."""
     from coffer.codemode import policy
     from coffer.gateway import sessions
-    from coffer.manage import servers
+    from coffer.manage import states
     from coffer.upstreams import explain
 
     reg = registry.load()
     cfg = reg.get(name)
     snap = catalogue.load_snapshot()
     disabled = set(cfg.disabled_tools)
-    state = servers.trust_states(reg)[name]
+    state = states.server_states(reg, snap, states.engine_status())[name]
     held = set(state["held"])
     tools: list[dict[str, Any]] = [
         {
@@ -161,6 +167,7 @@ def show(
         "sandbox",
         "code_mode",
         "listed_for",
+        "reason",
     )
     told = data.get("listed_for")
     listed = (
@@ -190,8 +197,8 @@ def show(
         + [("code mode", code_mode), ("launch", cfg.launch_line())],
         title=name,
     )
-    if data["list_error"]:
-        render.say(f"never listed: {data['list_error']} (`coffer doctor {name}`)")
+    if data["reason"]:
+        render.say(f"{data['state']}: {data['reason']}")
     if not data["catalogued"]:
         render.say("no tools catalogued yet: run `coffer refresh`")
         return

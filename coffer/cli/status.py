@@ -18,7 +18,7 @@ def status(
     as_json: JsonOpt = False,
     stop: Annotated[bool, typer.Option("--stop", help="Stop the engine (its upstreams stop with it).")] = False,
 ) -> None:
-    """Show the engine behind `coffer serve`: its sessions, each upstream's pids, share mode, memory."""
+    """Show the engine behind `coffer serve`: its sessions, each server's state, pids, share mode, memory."""
     from coffer.engine import control
 
     if stop:
@@ -28,9 +28,12 @@ def status(
         else:
             render.say("engine stopped" if stopped else "no engine is running for this vault")
         return
-    state = control.status()
+    from coffer.manage import states
+
+    state = states.engine_status()
+    servers = states.states_or_none(state)
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, "engine": state})
+        render.print_json({"version": render.JSON_VERSION, "engine": state, "servers": servers})
         return
     if state is None:
         render.say("no engine is running for this vault (`coffer serve` starts one)")
@@ -65,6 +68,7 @@ def status(
     rows = [
         (
             u["name"],
+            (servers or {}).get(u["name"], {}).get("state", "not in the vault"),
             "idle: starts at its first call" if u["state"] == "idle" and u.get("session") else u["state"],
             u["share"] if u.get("session") is None else f"session of pid {u['session']}",
             " ".join(str(p) for p in u["pids"]),
@@ -73,7 +77,9 @@ def status(
         )
         for u in state["upstreams"]
     ]
-    render.table(["server", "state", "share", "pids", "memory (PSS)", "confinement"], rows, title="upstreams")
-    for u in state["upstreams"]:
-        if u.get("last_error"):
-            render.say(f"{u['name']}: {u['last_error']}")
+    render.table(
+        ["server", "state", "process", "share", "pids", "memory (PSS)", "confinement"], rows, title="upstreams"
+    )
+    for name, said in (servers or {}).items():
+        if said["state"] in states.TROUBLE:
+            render.say(f"{name}: {said['reason']}")

@@ -69,19 +69,19 @@ def _tilde(path: Path) -> str:
 
 
 def servers(_params: dict[str, str], _body: dict[str, Any]) -> dict[str, Any]:
-    """`coffer list --json`'s rows, each with what the running engine says of its process and what its
-    sandbox lets it read, write and reach (coffer.upstreams.explain, as `coffer show` says it)."""
-    from coffer.engine import control
-    from coffer.manage.servers import server_rows
+    """`coffer list --json`'s rows (one state per server, the engine's view of its process in it), each
+    with what the running engine says of its processes and what its sandbox lets it read, write and
+    reach (coffer.upstreams.explain, as `coffer show` says it)."""
+    from coffer.manage.states import engine_status, server_rows
     from coffer.manage.tools import code_mode_on
     from coffer.upstreams import explain
 
     reg = registry.load()
-    rows = server_rows(reg)
+    engine = engine_status()  # asked once: the states and the processes are of the same moment
+    rows = server_rows(reg, engine)
     for row in rows:
         cfg = reg.servers.get(row["name"])
         row["sandbox"] = explain.lines(cfg) if cfg is not None and not cfg.url else []
-    engine = control.status()
     live: dict[str, list[dict[str, Any]]] = {}
     for up in (engine or {}).get("upstreams", []):
         live.setdefault(up["name"], []).append(up)

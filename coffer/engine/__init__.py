@@ -7,6 +7,7 @@ Modules:
     daemon      the engine process: one gateway, one MCP session per connected front
     place       where a vault's engine listens: a Unix socket in the user's runtime directory
     control     asking a running engine what it holds (`coffer status`) or to stop
+    dial        an MCP session of this process's own with a running engine (`coffer call`)
 
 On stdio, `coffer serve` is a thin front: it finds the vault's engine on a Unix socket (mode 0600, in the
 user's runtime directory, peer uid checked), starts it when there is none (detached, one per vault under

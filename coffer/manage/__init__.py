@@ -3,6 +3,7 @@
 Modules:
 
     servers     adding, importing and removing servers: registry, approval, probe, snapshot, memory
+    states      one state per server, with its reason, for list, show, status and the console
     probe       starting upstreams once: what they serve, how long, why not
     refresh     `coffer refresh`, and the first start after `add` and `import`
     doctor      `coffer doctor`: start every enabled server once and report
@@ -14,7 +15,8 @@ Modules:
     discover    `coffer find` and `add NAME` from a registry
     prefetch    a registry server's package fetched into its own cache before its first start is timed
     upgrades    `coffer outdated` and `coffer upgrade`: moving a registry server's pin
-    auth        `coffer auth` and `coffer call`
+    auth        `coffer auth`: signing in to an OAuth server
+    call        `coffer call`: one tool the way an agent's call goes (engine or in-process), logged
     demo        `coffer demo`: the whole loop in a throwaway vault
 
 Imports every part below the CLI, clients included.

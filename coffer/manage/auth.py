@@ -1,26 +1,19 @@
-"""`coffer auth` and `coffer call`: authorising an OAuth server, and calling one tool from the shell.
+"""`coffer auth`: authorising an OAuth server (`coffer call` is coffer.manage.call).
 
-Both go through the same upstream machinery as `coffer serve` (pool, upstream, curation), so what
-works here works for agents. `coffer auth` lets this process run the authorization flow
-(`coffer.upstreams.oauth`) and then lists the server into the catalogue, as `coffer refresh` does.
+It goes through the same upstream machinery as `coffer serve`, so what works here works for agents: this
+process runs the authorization flow (`coffer.upstreams.oauth`) and then lists the server into the
+catalogue, as `coffer refresh` does.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
-import anyio
-import mcp_types as types
-
-from coffer.errors import CofferError, NotFoundError, UpstreamError, UsageError
-from coffer.gateway.pool import Pool
+from coffer.errors import UpstreamError, UsageError
 from coffer.manage import refresh
-from coffer.trust import curation, oauth_store
-from coffer.trust.pinning import Pins
+from coffer.trust import oauth_store
 from coffer.upstreams import oauth
-from coffer.upstreams.upstream import UpstreamUnavailable
-from coffer.vault import catalogue, registry
+from coffer.vault import registry
 
 
 def authorise(name: str, headless: bool = False) -> refresh.Refreshed:
@@ -47,46 +40,3 @@ def logout(name: str) -> bool:
     """Forget the server's tokens and its client registration (a pre-registered client must be given again)."""
     registry.load().get(name)
     return oauth_store.forget(name, client_too=True)
-
-
-def call(exposed: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """Call one tool by its exposed name through an upstream session, as an agent's call would go:
-    refused when curation or trust refuses it. Returns the raw result."""
-    return anyio.run(_call, exposed, arguments)
-
-
-async def _call(exposed: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    reg = registry.load()
-    snapshot = catalogue.load_snapshot()
-    with Pins.open(new_tools="allow") as pins:
-        tool = next((t for t in curation.visible_tools(reg, snapshot, pins) if t.name == exposed), None)
-        if tool is None:
-            reason = _why_not(reg, snapshot, pins, exposed)
-            raise NotFoundError(reason)
-        cfg = reg.servers[tool.server]
-    request = types.CallToolRequest(params=types.CallToolRequestParams(name=tool.tool, arguments=arguments))
-    failure: CofferError | None = None
-    result: dict[str, Any] = {}
-    async with Pool(limit=1) as pool:  # errors leave the pool's task group as they are, not as a group
-        pool.sync([cfg])
-        try:
-            result = await pool.upstreams[cfg.name].request(request)
-        except UpstreamUnavailable as exc:
-            failure = UpstreamError(str(exc))
-        except CofferError as exc:
-            failure = exc
-        except Exception as exc:  # an upstream JSON-RPC error: shown as one line
-            message = getattr(getattr(exc, "error", None), "message", None) or str(exc)
-            failure = UpstreamError(f"{cfg.name}: {message}")
-    if failure is not None:
-        raise failure
-    return result
-
-
-def _why_not(reg: registry.Registry, snapshot: catalogue.Snapshot | None, pins: Pins, exposed: str) -> str:
-    for cfg in reg.servers.values():
-        for t in catalogue.server_tools(snapshot, cfg.name, cfg.exposed_prefix):
-            if t.name == exposed:
-                reason = curation.refusal(reg, pins, cfg.name, t.tool, t.name)
-                return f"coffer refused {exposed}: {reason}"
-    return f"unknown tool '{exposed}' (see `coffer list`, or `coffer refresh` if the server is new)"

@@ -17,12 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from coffer.codemode import policy
 from coffer.errors import CofferError, ConflictError, NotFoundError, UpstreamError
 from coffer.manage.probe import probe_configs
 from coffer.manage.refresh import Refreshed, probe_and_record, refresh
 from coffer.memory import knowledge as memory
-from coffer.results.tokens import tool_tokens
 from coffer.trust import oauth_store
 from coffer.trust.pinning import Pins, approve_server_config
 from coffer.vault import catalogue, registry
@@ -57,7 +55,7 @@ def remove_server(name: str, path: Path | None = None) -> list[str]:
     with registry.edit(path) as doc:
         servers = doc.get("servers")
         if servers is None or name not in servers:
-            raise NotFoundError(f"unknown server '{name}' (see `coffer list`)")
+            raise registry.unknown_server(name, servers or ())
         with Pins.open(new_tools="allow") as pins:  # the setting only matters when observing
             pins.forget_server(name)
         del servers[name]
@@ -125,7 +123,7 @@ def edit_server(name: str, change: Edit, probe: bool = True, path: Path | None =
     with registry.edit(path) as doc:
         servers = doc.get("servers")
         if servers is None or name not in servers:
-            raise NotFoundError(f"unknown server '{name}' (see `coffer list`)")
+            raise registry.unknown_server(name, servers or ())
         entry = servers[name]
         if change.command:
             for key in ("url", "headers", "oauth"):
@@ -156,54 +154,6 @@ def edit_server(name: str, change: Edit, probe: bool = True, path: Path | None =
             else:
                 entry["sandbox"] = value if isinstance(value, str) else registry.inline(value)
     return approve(name, probe=probe)
-
-
-def trust_states(reg: registry.Registry) -> dict[str, dict[str, Any]]:
-    """Per server: its launch approval (approved, new or changed) and the tools held for review, for
-    `coffer list` and `coffer show`, so a server that will not start does not look like one that will."""
-    out: dict[str, dict[str, Any]] = {}
-    with Pins.open(new_tools="allow") as pins:  # read only: the setting matters when observing
-        held: dict[str, list[str]] = {}
-        for pin in pins.held():
-            held.setdefault(pin.server, []).append(pin.exposed or pin.tool)
-        for name, cfg in reg.servers.items():
-            approval = pins.server_state(cfg)
-            state = "disabled" if not cfg.enabled else ("needs approval" if approval != "approved" else "ok")
-            if state == "ok" and held.get(name):
-                state = "tools held"
-            auth = oauth_store.state(name, url=cfg.url) if cfg.oauth else None
-            if state == "ok" and auth in ("none", "expired"):
-                state = "needs sign-in"
-            out[name] = {"state": state, "approval": approval, "held": sorted(held.get(name, [])), "auth": auth}
-    return out
-
-
-def server_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
-    """Each registered server as `coffer list --json` and the console show it: its config (env masked),
-    trust state, enabled/total tool counts and token cost from the snapshot (None before it was
-    listed), and the error of its last listing."""
-    reg = reg or registry.load()
-    snap = catalogue.load_snapshot()
-    states = trust_states(reg)
-    rows = []
-    for cfg in reg.servers.values():
-        data = cfg.to_dict(mask=True) | states[cfg.name]
-        entry = snap.servers.get(cfg.name) if snap is not None else None
-        data["tools"] = data["tokens"] = data["script_tools"] = None
-        if entry is not None:
-            tools = catalogue.server_tools(snap, cfg.name, cfg.exposed_prefix)
-            off = set(cfg.disabled_tools)
-            on = [t for t in tools if t.tool not in off]
-            scripts = sum(policy.refusal(cfg, t.tool, t.raw) is None for t in on)  # a coffer__run script may call
-            data["tools"] = {"enabled": len(on), "total": len(tools)}
-            data["script_tools"] = scripts
-            data["tokens"] = sum(tool_tokens([t.wire for t in on]))
-        data["list_error"] = entry.error if entry is not None else None
-        # what the client that listed it last declared: a server may list some tools only for clients that
-        # can take them (sampling, elicitation, roots), so its count follows that client
-        data["listed_for"] = list(entry.told) if entry is not None else None
-        rows.append(data)
-    return rows
 
 
 # ---------------------------------------------------------------- coffer add

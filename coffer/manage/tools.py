@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from coffer.errors import NotFoundError
-from coffer.manage.servers import trust_states
+from coffer.errors import NotFoundError, did_you_mean
+from coffer.manage.states import server_states
 from coffer.results.tokens import tool_tokens
 from coffer.vault import catalogue, registry
 
@@ -40,16 +40,20 @@ def _checked(
     server, tool = registry.split_target(target)
     reg.get(server)
     if tool is not None:
+        tools = catalogue.server_tools(snap, server, reg.servers[server].exposed_prefix)
         found = catalogue.find_tool(snap, server, tool, reg.servers[server].exposed_prefix)
         if found is not None:
             tool = found.tool
         elif not force:
-            if snap is None or server not in snap.servers:
+            entry = snap.servers.get(server) if snap is not None else None
+            if entry is None or entry.error:  # never listed: nothing to check the name against
+                why = f"its last start failed: {entry.error}" if entry is not None else "it was never started"
                 raise NotFoundError(
-                    f"no catalogue for '{server}' yet, so tool '{tool}' cannot be checked: "
-                    "run `coffer refresh` or pass --force"
+                    f"'{server}' never listed its tools ({why}), so tool '{tool}' cannot be checked: "
+                    f"`coffer doctor {server}` shows why, `coffer refresh {server}` lists it; or pass --force"
                 )
-            raise NotFoundError(f"unknown tool '{tool}' on server '{server}' (see `coffer show {server}`)")
+            near = did_you_mean(tool, [t.tool for t in tools])
+            raise NotFoundError(f"unknown tool '{tool}' on server '{server}'{near} (see `coffer show {server}`)")
     return server, tool
 
 
@@ -58,7 +62,7 @@ def tool_rows(reg: registry.Registry | None = None) -> list[dict[str, Any]]:
     server), held for review, and what advertising it costs in tokens; by server, then name."""
     reg = reg or registry.load()
     snap = catalogue.load_snapshot()
-    states = trust_states(reg)
+    states = server_states(reg, snap)
     rows: list[dict[str, Any]] = []
     for name, cfg in sorted(reg.servers.items()):
         off, held = set(cfg.disabled_tools), set(states[name]["held"])
@@ -101,7 +105,7 @@ def set_script_tools(server: str, allow: str | list[str]) -> bool:
     with registry.edit() as doc:
         table: Any = doc.get("servers", {}).get(server)
         if table is None:
-            raise NotFoundError(f"unknown server '{server}' (see `coffer list`)")
+            raise registry.unknown_server(server, doc.get("servers", {}))
         changed = table.get("code_mode", "read") != allow
         if allow == "read":
             table.pop("code_mode", None)

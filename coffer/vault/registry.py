@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from coffer.errors import ConflictError, NotFoundError, RegistryError
+from coffer.errors import ConflictError, NotFoundError, RegistryError, did_you_mean
 from coffer.vault import paths, upgrade
 from coffer.vault.fsutil import atomic_write, locked
 
@@ -70,7 +70,7 @@ class Registry:
         try:
             return self.servers[name]
         except KeyError:
-            raise NotFoundError(f"unknown server '{name}' (see `coffer list`)") from None
+            raise unknown_server(name, self.servers) from None
 
     def unknown_keys(self) -> list[str]:
         """Keys Coffer does not read in a server's table, with the key probably meant ("enbled")."""
@@ -283,12 +283,17 @@ def add_servers(configs: list[ServerConfig], path: Path | None = None, replace: 
             servers[cfg.name] = server_table(cfg)
 
 
+def unknown_server(name: str, names: Iterable[str]) -> NotFoundError:
+    """The one error for a server name that is not in the vault, with the name probably meant."""
+    return NotFoundError(f"unknown server '{name}'{did_you_mean(name, names)} (see `coffer list`)")
+
+
 def set_oauth(server: str, on: bool, path: Path | None = None) -> None:
     """Mark a URL server as authorising with OAuth (found at add time, or asked for)."""
     with edit(path) as doc:
         servers = doc.get("servers")
         if servers is None or server not in servers:
-            raise NotFoundError(f"unknown server '{server}' (see `coffer list`)")
+            raise unknown_server(server, servers or ())
         if on:
             servers[server]["oauth"] = True
         elif "oauth" in servers[server]:
@@ -300,7 +305,7 @@ def set_enabled(server: str, tool: str | None, enabled: bool, path: Path | None 
     with edit(path) as doc:
         servers = doc.get("servers")
         if servers is None or server not in servers:
-            raise NotFoundError(f"unknown server '{server}' (see `coffer list`)")
+            raise unknown_server(server, servers or ())
         table = servers[server]
         if tool is None:
             changed = bool(table.get("enabled", True)) != enabled

@@ -45,9 +45,10 @@ def test_a_failed_probe_keeps_the_registration_and_fails(cli: CliRunner, coffer_
     snap = catalogue.load_snapshot()  # remembered: `coffer serve` will not wait for it
     assert snap is not None and "exited with code 3" in str(snap.servers["dead"].error)
     listed = json.loads(run_cli(cli, "list", "--json").stdout)["servers"][0]  # type: ignore[attr-defined]
-    assert listed["state"] == "ok" and "exited with code 3" in listed["list_error"]
+    assert listed["state"] == "did not list" and "exited with code 3" in listed["list_error"]
+    assert listed["tools"] is None and "exited with code 3" in listed["reason"]  # no count, not 0/0
     shown = json.loads(run_cli(cli, "show", "dead", "--json").stdout)["server"]  # type: ignore[attr-defined]
-    assert shown["catalogued"] is False and shown["tools"] == []
+    assert shown["catalogued"] is False and shown["tools"] == [] and shown["state"] == "did not list"
 
 
 def test_add_json_is_one_document_and_fails_with_the_probe(cli: CliRunner, coffer_home: Path) -> None:

@@ -76,9 +76,12 @@ function switchFor(label, checked, onchange, disabled) {
   });
 }
 
-function stateBadge(state) {
-  const kind = { ok: "ok", disabled: "", "needs approval": "warn", "tools held": "warn", "needs sign-in": "warn" }[state];
-  return el("span", { class: `badge ${kind === undefined ? "bad" : kind}` }, state);
+// One state per server, decided by coffer.manage.states (as `coffer list` shows it); its reason is the title.
+function stateBadge(state, reason) {
+  const kind = {
+    ok: "ok", disabled: "", "needs approval": "warn", "tools held": "warn", "needs sign-in": "warn", "not listed yet": "warn",
+  }[state];
+  return el("span", { class: `badge ${kind === undefined ? "bad" : kind}`, title: reason || null }, state);
 }
 
 function diffBlock(text) {
@@ -134,10 +137,11 @@ async function serversPage(root) {
   const body = el("tbody");
   for (const row of rows) {
     const procs = row.processes || [];
-    const lastError = row.list_error || procs.map((p) => p.last_error).find(Boolean);
+    const trouble = ["failed", "down", "did not list"].includes(row.state);
+    const lastError = trouble ? row.reason : row.list_error || procs.map((p) => p.last_error).find(Boolean);
     const tr = el("tr", { "data-server": row.name },
       el("td", {}, el("b", {}, row.name), launchLine(row.transport === "http" ? row.url : [row.command, ...row.args].join(" "))),
-      el("td", {}, stateBadge(row.state)),
+      el("td", {}, stateBadge(row.state, row.reason)),
       el("td", { class: "process" }, procs.length ? procs.map(processLine) : el("span", { class: "muted" }, "not started")),
       el("td", { class: "num" }, row.tools ? `${row.tools.enabled}/${row.tools.total}` : "?",
         data.code_mode && row.tools ? el("div", { class: "muted script-tools" }, `${row.script_tools} in scripts`) : null),
