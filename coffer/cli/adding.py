@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -13,6 +14,9 @@ from coffer.cli._app import app
 from coffer.cli.registry import JsonOpt, complete_servers
 from coffer.errors import CofferError, UsageError
 from coffer.vault import registry
+
+if TYPE_CHECKING:
+    from coffer.manage.prefetch import Fetched
 
 DEFAULT_TIMEOUT = registry.DEFAULT_TIMEOUT_S
 
@@ -177,7 +181,33 @@ def add(
             render.warn(note)
 
     probe = not no_probe and not exchange  # only a member's token opens it: it is listed at a member's first need
-    render_added(servers.add(cfg, probe=probe, oauth_client=client, on_registered=None if as_json else told), as_json)
+    from coffer.manage.prefetch import add_fetched
+
+    with render.working(f"adding '{cfg.name}'") as live:
+        fetching, fetched = (None, None) if as_json else _fetch_shown(live, f"'{cfg.name}''s package", cfg.name)
+        added = add_fetched(
+            cfg,
+            probe=probe,
+            oauth_client=client,
+            on_registered=None if as_json else told,
+            on_fetch=fetching,
+            on_fetched=fetched,
+        )
+    render_added(added, as_json)
+
+
+def _fetch_shown(live: render.Working, what: str, name: str) -> tuple[Callable[[str], None], Callable[[Fetched], None]]:
+    """How a new server's package fetch is shown: its runner's last line while it runs, then one line."""
+
+    def fetching(line: str) -> None:
+        live.update(f"fetching {what} (its first start){': ' + line if line else ''}")
+
+    def fetched(done: Fetched) -> None:
+        how = "fetched" if done.ok else f"its fetch failed ({done.said})" if done.said else "its fetch failed"
+        live.say(f"{how} in {done.seconds:.1f}s, into '{name}''s own cache; starting it once")
+        live.update(f"starting '{name}' once to list its tools")
+
+    return fetching, fetched
 
 
 def _add_from_registry(
@@ -222,20 +252,10 @@ def _add_from_registry(
         return
     if not as_json:
         render.say(f"adding '{prepared.name}' from {entry.name} {entry.version}: {prepared.config().launch_line()}")
-    with render.working(f"fetching {entry.name} {entry.version} into '{prepared.name}''s own cache") as live:
-
-        def fetching(line: str) -> None:
-            live.update(f"fetching {entry.name} {entry.version} (its first start){': ' + line if line else ''}")
-
-        def fetched(done: Any) -> None:
-            how = "fetched" if done.ok else f"its fetch failed ({done.said})" if done.said else "its fetch failed"
-            live.say(f"{how} in {done.seconds:.1f}s, into '{prepared.name}''s own cache; starting it once")
-            live.update(f"starting '{prepared.name}' once to list its tools")
-
-        quiet = as_json
-        added = discover.install(
-            prepared, probe, timeout, on_fetch=None if quiet else fetching, on_fetched=None if quiet else fetched
-        )
+    with render.working(f"adding '{prepared.name}'") as live:
+        what = f"{entry.name} {entry.version}"
+        fetching, fetched = (None, None) if as_json else _fetch_shown(live, what, prepared.name)
+        added = discover.install(prepared, probe, timeout, on_fetch=fetching, on_fetched=fetched)
     render_added(added, as_json)
 
 

@@ -272,8 +272,7 @@ def install(
     commands and none is named for it, the error gives the `coffer add` line for each."""
     from coffer.discovery.mending import mend, uv_commands
     from coffer.manage import servers
-    from coffer.manage.prefetch import prefetch
-    from coffer.upstreams import sandbox
+    from coffer.manage.prefetch import add_fetched
 
     command: list[str] | None = None
     mended: list[str] = []
@@ -284,14 +283,11 @@ def install(
             cfg.command, cfg.args = command[0], command[1:]
             cfg.source = {**cfg.source, "mended": "; ".join(mended)}
         try:
-            fetched = prefetch(cfg, on_fetch) if probe and cfg.enabled else None
-            if fetched is not None and on_fetched is not None:
-                on_fetched(fetched)
-            added = servers.add(cfg, probe=probe)
+            added = add_fetched(cfg, probe=probe, on_fetch=on_fetch, on_fetched=on_fetched)
         except BaseException:
+            if cfg.name in registry.load().servers:  # stopped in its fetch or its start: as if never added
+                servers.remove_server(cfg.name)
             _forget(stored)
-            if cfg.name not in registry.load().servers:
-                sandbox.forget(cfg.name)  # the home its fetch filled
             raise
         if added.failure is None:
             return added

@@ -1,8 +1,8 @@
-"""A registry server's package fetched before its first start is timed.
+"""A server's package fetched before its first start is timed (`coffer add`, by name or by launch line).
 
 `npx` and `uvx` download a package at its first start, into the server's own home (its package cache)
 under its confinement: a heavy one takes longer than the 15 s `coffer add` gives a start, though it then
-starts in seconds. So an install first runs the launch line's fetch (coffer.discovery.mending.fetch_command:
+starts in seconds. So `add` first runs the launch line's fetch (coffer.discovery.mending.fetch_command:
 the package installed, none of its code run) as the server itself would run, confined the same way, in
 the same home, with the same environment, under a limit of its own; its progress (the runner's last
 line) is shown as it goes. Its outcome is only reported: the start that follows says why a server fails.
@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -25,6 +26,9 @@ from coffer.trust.expand import resolved_env
 from coffer.upstreams import egress, sandbox
 from coffer.upstreams.transport import StreamStats, child_env, stdio_pipe
 from coffer.vault.registry import ServerConfig
+
+if TYPE_CHECKING:
+    from coffer.manage.servers import Added
 
 FETCH_LIMIT_S = 600.0  # a fetch's own limit: minutes, not the start's seconds
 _TICK_S = 0.25
@@ -37,6 +41,30 @@ class Fetched:
     seconds: float
     ok: bool
     said: str
+
+
+def add_fetched(
+    cfg: ServerConfig,
+    *,
+    probe: bool = True,
+    oauth_client: tuple[str, str | None] | None = None,
+    on_registered: Callable[[ServerConfig], None] | None = None,
+    on_fetch: Callable[[str], None] | None = None,
+    on_fetched: Callable[[Fetched], None] | None = None,
+) -> Added:
+    """`coffer add` (coffer.manage.servers.add) with the package fetched once the entry is written and
+    before its first start: `on_fetch` is told the fetch's progress, `on_fetched` how it went."""
+    from coffer.manage import servers
+
+    def registered(added: ServerConfig) -> None:
+        if on_registered is not None:
+            on_registered(added)
+        if probe and added.enabled and not added.url:
+            fetched = prefetch(added, on_fetch)
+            if fetched is not None and on_fetched is not None:
+                on_fetched(fetched)
+
+    return servers.add(cfg, probe=probe, oauth_client=oauth_client, on_registered=registered)
 
 
 def prefetch(

@@ -85,16 +85,23 @@ def test_where_no_command_is_named_for_it_each_is_shown_with_its_add_line(
     assert "hello from coffer-tools" in run_cli(cli, "call", "toolbox__hello", "{}").stdout  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("way", ["by name", "by launch line"])
 def test_a_heavy_package_is_fetched_before_its_start_is_timed(
-    cli: CliRunner, wheels: Path, coffer_home: Path, monkeypatch: pytest.MonkeyPatch
+    cli: CliRunner, wheels: Path, coffer_home: Path, monkeypatch: pytest.MonkeyPatch, way: str
 ) -> None:
     """Its download (two fetches of 3 s: uv reads the wheel, then installs it) outlasts a start limit of
-    5 s, which the start itself is well within once the package is in the server's cache."""
+    5 s, which the start itself is well within once the package is in the server's cache; so for an add
+    from a registry and for `coffer add NAME -- uvx PKG` alike."""
     monkeypatch.setattr(probe, "PROBE_TIMEOUT_S", 5.0)
     with Links(wheels, delay=3.0) as slow:
         entry = pypi_entry("io.github.example/heavy", "coffer-heavy", "1.0", slow.url)
-        with RecordedRegistry([entry]) as reg:
-            said = added(cli, reg, "heavy")
+        if way == "by name":
+            with RecordedRegistry([entry]) as reg:
+                said = added(cli, reg, "heavy")
+        else:
+            env = [f"--env={e['name']}={e['value']}" for e in entry["packages"][0]["environmentVariables"]]
+            done = run_cli(cli, "add", "heavy", *env, "--", "uvx", "coffer-heavy==1.0")
+            said = str(done.stdout) + str(done.stderr)  # type: ignore[attr-defined]
         assert slow.fetched >= 1
     assert "fetched in" in said and "into 'heavy''s own cache" in said and "'heavy' serves 1 tool" in said
     fetched = float(said.split("fetched in ")[1].split("s,")[0])
