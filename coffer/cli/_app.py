@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -25,17 +25,16 @@ class CofferGroup(TyperGroup):
             setattr(exc, "message", _hinted(exc, words))  # noqa: B010 (click's message, in place)
             raise
         except CofferError as exc:
-            from coffer.cli import render
-
-            if as_json:
-                render.print_json(
-                    {
-                        "version": render.JSON_VERSION,
-                        "error": {"message": str(exc), "kind": type(exc).__name__, "exit_code": exc.exit_code},
-                    }
-                )
-            render.error(str(exc))
-            raise typer.Exit(exc.exit_code) from None
+            _report(exc, as_json)
+        except BaseExceptionGroup as group:  # a CofferError raised in a task group (a probe's record)
+            found = group.subgroup(lambda e: isinstance(e, CofferError))
+            if found is None:
+                raise
+            first = found.exceptions[0]
+            while isinstance(first, BaseExceptionGroup):
+                first = first.exceptions[0]
+            assert isinstance(first, CofferError)
+            _report(first, as_json)
 
     def format_commands(self, ctx: Any, formatter: Any) -> None:
         """`coffer -h`: commands in groups, the way `gh` and `uv` list theirs, each with its whole first
@@ -68,6 +67,21 @@ SECTIONS = (
     ("Engine", ("status", "code-mode", "results", "auth")),
     ("Diagnostics", ("doctor", "refresh", "paths", "completions")),
 )
+
+
+def _report(exc: CofferError, as_json: bool) -> NoReturn:
+    """`coffer: error: ...` on stderr (and under `--json` a JSON object on stdout), then its exit code."""
+    from coffer.cli import render
+
+    if as_json:
+        render.print_json(
+            {
+                "version": render.JSON_VERSION,
+                "error": {"message": str(exc), "kind": type(exc).__name__, "exit_code": exc.exit_code},
+            }
+        )
+    render.error(str(exc))
+    raise typer.Exit(exc.exit_code) from None
 
 
 def _summary(command: Any) -> str:

@@ -24,7 +24,7 @@ from coffer.trust.secrets import validate_name
 from coffer.vault import paths, upgrade
 from coffer.vault.fsutil import atomic_write, locked
 
-FILE_VERSION = 1
+FILE_VERSION = upgrade.JSON_VERSIONS["members"]
 MAX_VALUE = 16 * 1024  # a token or a key, not a file
 ROUTE = "/member/secrets"  # where a member sets them on the team gateway
 
@@ -42,7 +42,7 @@ def _read(sub: str) -> dict[str, dict[str, str]]:
         return {"secrets": {}, "oauth": {}}
     except (OSError, ValueError) as exc:
         raise SecretError(f"{path}: unreadable member secrets ({type(exc).__name__})") from None
-    upgrade.check_json(data, path, FILE_VERSION)
+    upgrade.check_json(data, path, "members")
     values = data.get("secrets") if isinstance(data, dict) and data.get("sub") == sub else None
     if not isinstance(values, dict):
         raise SecretError(f"{path}: not this member's secrets file")
@@ -59,6 +59,7 @@ def _load(sub: str) -> dict[str, str]:
 
 def _save(sub: str, held: dict[str, dict[str, str]]) -> None:
     """Write the member's whole file (`_read`'s shape): its secrets and its grants."""
+    upgrade.check_vault()
     body = {"version": FILE_VERSION, "sub": sub, "secrets": dict(sorted(held["secrets"].items()))}
     if held["oauth"]:
         body["oauth"] = dict(sorted(held["oauth"].items()))

@@ -107,11 +107,12 @@ class Pins:
     def read(cls, path: Path | None = None) -> Pins:
         """A read-only view of the trust state on the standard library's sqlite3 (for `coffer search`):
         never migrates or writes; a vault with no trust tables yet reads as empty."""
-        from coffer.vault import paths
+        from coffer.vault import paths, upgrade
 
         path = path or paths.db_path()
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+            upgrade.check_database(conn, path)  # a newer Coffer's tables are not read as these
             conn.execute("SELECT 1 FROM trust_servers LIMIT 1").fetchall()
             conn.execute("SELECT 1 FROM trust_tools LIMIT 1").fetchall()
         except sqlite3.Error:

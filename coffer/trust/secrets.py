@@ -26,7 +26,7 @@ from coffer.vault.fsutil import atomic_write, locked
 
 ENV_BACKEND = "COFFER_SECRETS_BACKEND"
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
-FILE_VERSION = 1
+FILE_VERSION = upgrade.JSON_VERSIONS["secrets.json"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _load(path: Path) -> dict[str, dict[str, str]]:
         return {}
     except (OSError, ValueError) as exc:
         raise SecretError(f"{path}: unreadable secrets file ({type(exc).__name__}); fix or remove it") from None
-    upgrade.check_json(data, path, FILE_VERSION)
+    upgrade.check_json(data, path, "secrets.json")
     entries = data.get("secrets") if isinstance(data, dict) else None
     if not isinstance(entries, dict):
         raise SecretError(f"{path}: not a Coffer secrets file")
@@ -97,6 +97,7 @@ def _load(path: Path) -> dict[str, dict[str, str]]:
 
 
 def _save(path: Path, entries: dict[str, dict[str, str]]) -> None:
+    upgrade.check_vault()
     body = {"version": FILE_VERSION, "secrets": dict(sorted(entries.items()))}
     atomic_write(path, json.dumps(body, indent=1) + "\n", mode=0o600)
 

@@ -25,7 +25,7 @@ from coffer.vault.fsutil import LOCK_TIMEOUT_S, atomic_write, locked
 from coffer.vault.registry import SEP, Registry
 from coffer.vault.schema import prune_unused_defs
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = upgrade.JSON_VERSIONS["catalogue.json"]
 # 64 is the client limit; Claude Code prepends `mcp__coffer__` (13 chars).
 MAX_NAME = 51
 VALID_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -166,7 +166,7 @@ def load_snapshot(path: Path | None = None) -> Snapshot | None:
         return None
     except (OSError, ValueError) as exc:
         raise RegistryError(f"{path}: unreadable catalogue snapshot ({exc}); run `coffer refresh`") from exc
-    upgrade.check_json(data, path, SNAPSHOT_VERSION)
+    upgrade.check_json(data, path, "catalogue.json")
     snap = Snapshot(path=path)
     for name, entry in (data.get("servers") or {}).items():
         told, caps = entry.get("told"), entry.get("capabilities")
@@ -280,6 +280,7 @@ def _write(snap: Snapshot) -> None:
             "names": {t.name: t.tool for t in build_tools(name, entry.tools)},
             **{kind: getattr(entry, kind) for kind in KINDS},
         }
+    upgrade.check_vault()
     atomic_write(snap.path, json.dumps({"version": SNAPSHOT_VERSION, "servers": servers}, indent=1))
 
 

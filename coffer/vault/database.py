@@ -39,11 +39,11 @@ def open_db(path: Path | None = None, *, check_same_thread: bool = True) -> sqli
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         upgrade.check_database(conn, path)  # before the first write: a newer Coffer's file stays as it is
+        upgrade.check_vault()  # and so does the rest of a vault a newer Coffer wrote
         db = sqlite_utils.Database(conn)
         if db.journal_mode != "wal":
             db.enable_wal()
         conn.execute("PRAGMA synchronous = NORMAL")
-        upgrade.stamp_database(conn)
     except upgrade.NewerVaultError:
         conn.close()
         raise
@@ -97,6 +97,9 @@ def migrate(db: sqlite_utils.Database, migrations: Migrations) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+    if db.conn.execute("PRAGMA user_version").fetchone()[0] < upgrade.DB_SCHEMA:
+        with immediate(db.conn):
+            upgrade.stamp_database(db.conn)
 
 
 def _path(db: sqlite_utils.Database) -> Path:

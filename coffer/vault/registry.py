@@ -233,6 +233,7 @@ def edit(path: Path | None = None) -> Iterator[TOMLDocument]:
             text = NEW_FILE
         doc = _parse(text, path)
         upgrade.registry_format(doc, path)
+        upgrade.check_vault()
         yield doc
         # one trailing newline: removing the last table leaves the blank line that was added before it
         new_text = tomlkit.dumps(doc).rstrip("\n") + "\n"
