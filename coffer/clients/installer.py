@@ -95,9 +95,10 @@ def plan_install(
         raise UsageError(f"invalid --name '{name}': use 1-20 letters, digits, '_' or '-'")
     missing = client.looks_installed(path) if not chosen and not force and base_text is None else None
     if missing is not None:
+        program = f"no `{'` or `'.join(client.binaries)}` on PATH, and " if client.binaries else ""
         raise NotFoundError(
-            f"{client.label} does not look installed here ({path.name} and {missing} do not exist): install it"
-            " first, or pass --force to create its config anyway (or --path FILE)"
+            f"{client.label} does not look installed here ({program}{path.name} and {missing} do not exist):"
+            " install it first, or pass --force to create its config anyway (or --path FILE)"
         )
     old: str | None
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,14 +78,16 @@ class Client:
     project_file: str | None = None  # relative to the current directory, e.g. ".mcp.json"
     local_scopes: bool = False  # Claude Code: projects["<dir>"].mcpServers inside the user file
     home_dir: str | None = None  # its own folder under HOME, where its config file sits in HOME itself
+    binaries: tuple[str, ...] = ()  # its programs: one on PATH says it is installed, though it never ran yet
 
     def default_path(self) -> Path:
         return self.default()
 
     def looks_installed(self, path: Path) -> Path | None:
-        """None where the client looks installed (its config file, or a folder of its own, exists); else
-        the folder whose absence says it is not. One rule for every client: never HOME itself."""
-        if path.exists():
+        """None where the client looks installed (its config file or a folder of its own exists, or its
+        program is on PATH: right after `npm i -g` it has never run, so it has no config yet); else the
+        folder whose absence says it is not. One rule for every client: never HOME itself."""
+        if path.exists() or any(shutil.which(b) for b in self.binaries):
             return None
         own = Path.home() / self.home_dir if self.home_dir else path.parent
         if own.exists() and own.resolve() != Path.home().resolve():
@@ -141,6 +144,7 @@ CLIENTS: dict[str, Client] = {
             project_file=".mcp.json",
             local_scopes=True,
             home_dir=".claude",  # ~/.claude.json sits in HOME; Claude Code's own folder is ~/.claude
+            binaries=("claude",),
         ),
         Client(
             "claude-desktop",
@@ -148,21 +152,29 @@ CLIENTS: dict[str, Client] = {
             McpServersJson(),
             lambda: _app_config("Claude", "claude_desktop_config.json"),
         ),
-        Client("cursor", "Cursor", McpServersJson(), lambda: Path.home() / ".cursor" / "mcp.json"),
-        Client("vscode", "VS Code", VsCodeJson(), lambda: _app_config("Code", "User", "mcp.json")),
-        Client("codex", "Codex", CodexToml(), _codex),
+        Client(
+            "cursor",
+            "Cursor",
+            McpServersJson(),
+            lambda: Path.home() / ".cursor" / "mcp.json",
+            binaries=("cursor", "cursor-agent"),
+        ),
+        Client("vscode", "VS Code", VsCodeJson(), lambda: _app_config("Code", "User", "mcp.json"), binaries=("code",)),
+        Client("codex", "Codex", CodexToml(), _codex, binaries=("codex",)),
         Client(
             "gemini",
             "Gemini CLI",
             AliasedJson(url_keys=("httpUrl",), plain_url_is_sse=True, dollar_refs=True),
             lambda: Path.home() / ".gemini" / "settings.json",
             project_file=".gemini/settings.json",
+            binaries=("gemini",),
         ),
         Client(
             "windsurf",
             "Windsurf",
             AliasedJson(url_keys=("serverUrl",)),
             lambda: Path.home() / ".codeium" / "windsurf" / "mcp_config.json",
+            binaries=("windsurf",),
         ),
         Client(
             "cline",
@@ -183,17 +195,19 @@ CLIENTS: dict[str, Client] = {
             AliasedJson(),
             lambda: Path.home() / ".kiro" / "settings" / "mcp.json",
             project_file=".kiro/settings/mcp.json",
+            binaries=("kiro",),
         ),
-        Client("zed", "Zed", ZedJson(), _zed, project_file=".zed/settings.json"),
+        Client("zed", "Zed", ZedJson(), _zed, project_file=".zed/settings.json", binaries=("zed", "zeditor")),
         Client(
             "opencode",
             "opencode",
             OpenCodeJson(),
             lambda: _xdg_config("opencode", "opencode.json"),
             project_file="opencode.json",
+            binaries=("opencode",),
         ),
         Client("json", "an mcpServers JSON file", McpServersJson(), _needs_path),
-        Client("goose", "goose", GooseYaml(), lambda: _xdg_config("goose", "config.yaml")),
+        Client("goose", "goose", GooseYaml(), lambda: _xdg_config("goose", "config.yaml"), binaries=("goose",)),
         Client("continue", "Continue", ContinueYaml(), lambda: Path.home() / ".continue" / "config.yaml"),
     )
 }

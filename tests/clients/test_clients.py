@@ -396,7 +396,10 @@ def test_install_creates_a_missing_file(cli: CliRunner, home: Path) -> None:
 
 
 @pytest.mark.parametrize("client", ["zed", "goose", "continue", "claude-code"])
-def test_install_into_an_app_that_is_not_there_asks_for_force(cli: CliRunner, home: Path, client: str) -> None:
+def test_install_into_an_app_that_is_not_there_asks_for_force(
+    cli: CliRunner, home: Path, client: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(home))  # nor its program on PATH (coffer.clients.known.Client.binaries)
     before = sorted(str(p) for p in home.rglob("*"))
     failed = run_cli(cli, "install", client, code=3)
     assert "does not look installed here" in failed.stderr and "--force" in failed.stderr  # type: ignore[attr-defined]
