@@ -7,7 +7,6 @@ pool and relay, and its handlers are the server's list handlers.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
 import anyio
@@ -30,12 +29,24 @@ DISCOVERY_BUDGET_S = 7.0
 
 # host capabilities an upstream's listing may depend on
 RELAYED_CAPS = ("sampling", "elicitation", "roots", "extensions")
+# where a tools/list answer says which servers it answered from the snapshot, and for what they had listed
+SNAPSHOT_META = "coffer/snapshot"
 
 
 def host_caps(ctx: Any) -> frozenset[str]:
     """Which of the relayable capabilities (sampling, elicitation, roots) the requesting host declared."""
     caps = getattr(ctx.session, "client_capabilities", None)
     return frozenset(c for c in RELAYED_CAPS if caps is not None and getattr(caps, c, None) is not None)
+
+
+def snapshot_note(declared: frozenset[str], pending: list[str], other: dict[str, list[str]]) -> dict[str, Any]:
+    """What a list answered before some servers listed live says of itself (its `_meta`): which servers
+    it answered from the snapshot (`pending`: their live lists follow with list_changed where they
+    differ) and, of those, which had listed only for clients of other capabilities (`other`)."""
+    note: dict[str, Any] = {"pending": pending, "declared": sorted(declared)}
+    if other:
+        note["listedForOtherCapabilities"] = other
+    return {"_meta": {SNAPSHOT_META: note}}
 
 
 class Listings:
@@ -59,10 +70,11 @@ class Listings:
         if self.profile_name is not None:
             self._profiles[self.profile_name] = reg.profile(self.profile_name)
 
-    async def _await_discovery(self, unfit: Collection[str] = ()) -> None:
-        """Before answering tools/list, give never-catalogued servers (and `unfit` snapshot entries) a
-        bounded chance to list. Those that failed, or are still starting when the budget is spent, are
-        remembered in the snapshot, so the next start does not wait for them again."""
+    async def _await_discovery(self) -> None:
+        """Before answering tools/list, give servers the snapshot has never seen a bounded chance to list
+        (every other one is answered from the snapshot at once). Those that failed, or are still starting
+        when the budget is spent, are remembered in the snapshot, so the next start does not wait for them
+        again."""
         deadline = self.started_at + self.discovery_budget
         if speaking_for() is not None:  # a member's own process of a server never listed: this is its first
             # need, and it gets the same bounded chance to list, counted from now (members come and go)
@@ -72,14 +84,14 @@ class Listings:
                     if up is not None:
                         await up.wait_settled(self.discovery_budget)
         for up in self.pool.running():  # a session's own server waits for its first need: this is one
-            if up.state is State.IDLE and self._undiscovered(up.name, unfit):
+            if up.state is State.IDLE and up.name not in self.view.lists:
                 up.start()
         for up in self.pool.running():
             name = up.name
             remaining = deadline - anyio.current_time()
             if remaining <= 0:
                 break
-            if self._undiscovered(name, unfit):
+            if name not in self.view.lists:
                 await up.wait_settled(remaining)
         for up in self.pool.running():
             name = up.name
@@ -95,27 +107,35 @@ class Listings:
         grant; an earlier member may have lacked its own): each member's list gives its process a chance."""
         return cfg.share == "member" and (cfg.name not in self.view.lists or cfg.name in self.view.errors)
 
-    def _undiscovered(self, name: str, unfit: Collection[str]) -> bool:
-        """Whether the snapshot cannot answer for `name` (never listed, or listed for other host caps)."""
-        return name not in self.view.lists or (name in unfit and name not in self.view.live)
-
     async def settled(self) -> Merged:
         """The merged view once new servers had their chance to list, for an answer that is no MCP
         request (the members' console)."""
         self.view.current_registry()
         await self._await_discovery()
-        return self.view.merged()
+        return self.view.merged(tools_of=self.view.fitted(self._told_for)[0])
 
-    async def _listing(self, ctx: Any) -> Merged:
-        """The merged view a list request answers from: current curation, new servers given their chance.
+    async def _listing(self, ctx: Any) -> tuple[Merged, dict[str, Any]]:
+        """The merged view a list request answers from, with what the answer says of itself (`_meta`):
+        current curation, servers the snapshot never saw given their chance, the others at once.
 
-        A snapshot entry listed while its upstream was told of capabilities this host lacks (a roots
-        tool after a host with roots) is not shown: that server is waited for like a new one.
+        A server not listed live yet is answered with the tools it listed when told what it will be told
+        for this host (every capability for a shared one in the engine, the host's own elsewhere: `Relay.told_for`),
+        else with its last listing, and the answer says so (`snapshot_note`): its live list follows.
         """
         self.view.current_registry()
-        unfit = self.view.unfit(host_caps(ctx))
-        await self._await_discovery(unfit)
-        return self.view.merged(without={s for s in unfit if s not in self.view.live})
+        await self._await_discovery()
+        tools_of, other = self.view.fitted(self._told_for)
+        view = self.view
+        served = {c.name for c in view.registry.enabled_servers()} & set(view.lists)
+        pending = sorted(s for s in served if s not in view.live and s not in view.errors)
+        note = snapshot_note(host_caps(ctx), pending, other) if pending else {}
+        return self.view.merged(tools_of=tools_of), note
+
+    def _told_for(self, server: str) -> frozenset[str]:
+        """What `server`'s upstream is (or would be) told of for the session being served."""
+        host = sessions.current()
+        own = host.pool if host is not None and isinstance(host.pool, Pool) and server in host.pool.own else None
+        return self.relay.told_for(own)
 
     @property
     def profile(self) -> Profile | None:
@@ -177,12 +197,12 @@ class Listings:
     async def list_tools(self, ctx: Any, params: Any) -> dict[str, Any]:
         self.relay.note_host(ctx.session)  # a 2026-07-28 host sends no notifications/initialized
         self.pool.host_known(ctx.session)
-        merged = await self._listing(ctx)
+        merged, note = await self._listing(ctx)
         profile = self.profile
         run = policy.enabled(self.view.registry.settings, profile)  # coffer__run only where code mode is on
         if profile is None:
             listed = [t for t in merged.tools_result if run or t.get("name") != builtins.RUN]
-            return for_era(ctx, self._page("tools", listed, params), cacheable=True)
+            return for_era(ctx, self._page("tools", listed, params) | note, cacheable=True)
         own = [t for t in merged.builtins if run or t.get("name") != builtins.RUN]
         visible = self.reachable(merged.visible_tools)
         key = self._shown_key(profile)
@@ -193,7 +213,7 @@ class Listings:
             shown = advertise.select(profile, visible, len(own), usage, order)
             self._shown[key] = shown
         listed = advertise.tools_result(own, builtins.call_tool_definition(), visible, shown, profile.max_tools)
-        return for_era(ctx, self._page("tools", listed, params), cacheable=True)
+        return for_era(ctx, self._page("tools", listed, params) | note, cacheable=True)
 
     def hidden(self) -> frozenset[str]:
         """Visible tools this client's profile does not advertise (reachable through coffer__call_tool)."""
@@ -204,7 +224,7 @@ class Listings:
         return frozenset(t.name for t in self.reachable(self.view.merged().visible_tools)) - set(shown.names)
 
     async def list_prompts(self, ctx: Any, params: Any) -> dict[str, Any]:
-        merged = await self._listing(ctx)
+        merged, _ = await self._listing(ctx)
         reached = self.servers_reached()
         listed = merged.prompts_result
         if reached is not None:
@@ -212,7 +232,7 @@ class Listings:
         return for_era(ctx, self._page("prompts", listed, params), cacheable=True)
 
     async def list_resources(self, ctx: Any, params: Any) -> dict[str, Any]:
-        merged = await self._listing(ctx)
+        merged, _ = await self._listing(ctx)
         reached = self.servers_reached()
         listed = merged.resources_result
         if reached is not None:
@@ -220,7 +240,7 @@ class Listings:
         return for_era(ctx, self._page("resources", listed, params), cacheable=True)
 
     async def list_templates(self, ctx: Any, params: Any) -> dict[str, Any]:
-        merged = await self._listing(ctx)
+        merged, _ = await self._listing(ctx)
         reached = self.servers_reached()
         listed = merged.templates_result
         if reached is not None:

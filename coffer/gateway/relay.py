@@ -57,6 +57,7 @@ LEVELS: tuple[types.LoggingLevel, ...] = (
 DEFAULT_LOG_LEVEL: types.LoggingLevel = "info"
 # What an upstream is told of extensions when the host is not known (HTTP): MCP Apps, whose UI a host
 # that cannot show it ignores (the tools work the same).
+TOLD_CAPS = ("sampling", "elicitation", "roots", "extensions")  # what an upstream may be told of (its `told`)
 MCP_APPS: dict[str, dict[str, Any]] = {"io.modelcontextprotocol/ui": {"mimeTypes": ["text/html;profile=mcp-app"]}}
 MAX_ELICITATIONS = 256
 AMBIGUOUS = "calls from more than one client are in flight on it"
@@ -276,10 +277,7 @@ class Relay:
             with anyio.move_on_after(self._deadline - now):
                 await self._known.wait()
         opts: dict[str, Any] = {"logging_callback": lambda params: self._log(server, params, host)}
-        owner = host.host if host is not None else None
-        everything = owner is None and (self.host_wait is None or not self._known.is_set())
-        caps = None if everything else (owner.client_capabilities if owner is not None else self._caps)
-        caps = caps if everything or caps is not None else types.ClientCapabilities()
+        everything, caps = self._telling(host)
         if everything or (caps is not None and caps.sampling is not None):
             opts["sampling_callback"] = lambda ctx, params: self._sample(server, params, host)
             if caps is not None:
@@ -292,6 +290,23 @@ class Relay:
         if extensions:  # servers that check for MCP Apps support show their UI only when it is declared
             opts["extensions"] = dict(extensions)
         return opts
+
+    def _telling(self, host: Host | None) -> tuple[bool, types.ClientCapabilities | None]:
+        """(every capability, else the capabilities of the host) an upstream starting now is told of."""
+        owner = host.host if host is not None else None
+        everything = owner is None and (self.host_wait is None or not self._known.is_set())
+        caps = None if everything else (owner.client_capabilities if owner is not None else self._caps)
+        return everything, caps if everything or caps is not None else types.ClientCapabilities()
+
+    def told_for(self, host: Host | None = None) -> frozenset[str]:
+        """What an upstream starting now would be told of (as `Upstream.told` records it): every
+        capability for one that serves many hosts, else what its host declared (`host`: an engine
+        session's own pool). A first tools/list answers from what the server listed when told that."""
+        everything, caps = self._telling(host)
+        if everything or caps is None:
+            return frozenset(TOLD_CAPS)
+        declared = {c for c in ("sampling", "elicitation", "roots") if getattr(caps, c, None) is not None}
+        return frozenset(declared | ({"extensions"} if caps.extensions else set()))
 
     # ------------------------------------------------------------------ relaying
 

@@ -13,7 +13,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -52,6 +52,7 @@ class View:
         self.lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.live: set[str] = set()  # servers listed live by this gateway (the rest come from the snapshot)
         self.told: dict[str, frozenset[str]] = {}  # snapshot entries: host capabilities they were listed under
+        self.entries: dict[str, catalogue.ServerEntry] = {}  # the snapshot as loaded: what each listed for whom
         self.server_caps: dict[str, dict[str, Any]] = {}  # what each server declared (live, else snapshot)
         self.seen: dict[str, set[str]] = {}  # what each server was seen doing (coffer.gateway.sessions)
         self.errors: dict[str, str] = {}  # servers that never listed, and why (snapshot, or this start)
@@ -73,6 +74,7 @@ class View:
         for name, entry in (snap.servers if snap else {}).items():
             self.lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
             self.told[name] = frozenset(entry.told)
+            self.entries[name] = entry
             self.server_caps[name] = dict(entry.capabilities)
             self.seen[name] = set(entry.seen)
             if entry.error:
@@ -169,9 +171,24 @@ class View:
         self.lists.setdefault(server, {kind: [] for kind in KINDS})
         self.errors[server] = error
 
-    def unfit(self, have: frozenset[str]) -> set[str]:
-        """Snapshot entries listed for host capabilities a host with `have` lacks (not live yet)."""
-        return {s for s, told in self.told.items() if s not in self.live and not told <= have}
+    def fitted(
+        self, told_for: Callable[[str], frozenset[str]]
+    ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, list[str]]]:
+        """For servers answered from the snapshot (not listed live yet) whose last listing was for other
+        capabilities than their upstream is told of here (`told_for`): (the tools each listed when told
+        that, where the snapshot has them; for the others, what their last listing was for)."""
+        tools_of: dict[str, list[dict[str, Any]]] = {}
+        other: dict[str, list[str]] = {}
+        for name, told in self.told.items():
+            entry = self.entries.get(name)
+            if name in self.live or entry is None or name in self.errors or told == (wanted := told_for(name)):
+                continue
+            found = entry.tools_for(wanted)
+            if found is None:
+                other[name] = sorted(told)
+            elif found != self.lists.get(name, {}).get("tools"):
+                tools_of[name] = found
+        return tools_of, other
 
     def can_subscribe(self) -> bool:
         """Whether any enabled server declared `resources.subscribe` (live, else as last catalogued)."""
@@ -217,11 +234,11 @@ class View:
             known[key] = curation.refusal(self.registry, self.pins, server, tool, exposed)
         return known[key]
 
-    def merged(self, without: Collection[str] = ()) -> Merged:
+    def merged(self, tools_of: Mapping[str, list[dict[str, Any]]] | None = None) -> Merged:
         """The merged view, rebuilt only when a listing, the registry or the trust state changed;
-        `without` servers left out (not cached)."""
-        if without:
-            lists = {s: v for s, v in self.lists.items() if s not in without}
+        `tools_of`: servers' tools other than their listings' (`fitted`; not cached)."""
+        if tools_of:
+            lists = {s: {**v, "tools": tools_of[s]} if s in tools_of else v for s, v in self.lists.items()}
             return merge(lists, self.refusal, self.builtins, catalogue.prefixes(self.registry))
         if self._merged is None or self._merged[0] != self.version:  # (a registry change bumps the version)
             merged = merge(self.lists, self.refusal, self.builtins, catalogue.prefixes(self.registry))

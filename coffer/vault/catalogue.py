@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -74,8 +74,11 @@ class ServerEntry(Listing):
     """A server's listing as the snapshot keeps it.
 
     `told`: the host capabilities (sampling, elicitation, roots) the server was told of when it
-    listed, since a server may list tools only for clients that can take them; `capabilities`: what
-    the server declared (the gateway declares `resources.subscribe` only when some server can).
+    listed, since a server may list tools only for clients that can take them; `listed_for`: the tool
+    names it listed for each set of capabilities it was told of (the key: `told_key`), and
+    `other_tools` the definitions of those that `tools` lacks, so that a first tools/list can answer a
+    client of any capabilities with what the server listed for them (`tools_for`); `capabilities`:
+    what the server declared (the gateway declares `resources.subscribe` only when some server can).
     """
 
     updated_at: float = 0.0
@@ -83,6 +86,49 @@ class ServerEntry(Listing):
     capabilities: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set when the server has never listed: why its last start failed
     seen: list[str] = field(default_factory=list)  # behaviours observed (coffer.gateway.sessions.SEEN_ROOTS)
+    listed_for: dict[str, list[str]] = field(default_factory=dict)
+    other_tools: list[dict[str, Any]] = field(default_factory=list)
+
+    def tools_for(self, told: Collection[str]) -> list[dict[str, Any]] | None:
+        """The tools this server listed when told `told`; None when it never listed for that."""
+        key = told_key(told)
+        if key == told_key(self.told):
+            return self.tools
+        names = self.listed_for.get(key)
+        if names is None:
+            return None
+        known = {t["name"]: t for t in [*self.other_tools, *self.tools]}  # the latest definition wins
+        return [known[n] for n in names if n in known]
+
+    def note_listing(self, told: Collection[str] | None, tools: list[dict[str, Any]]) -> None:
+        """`tools` replace the entry's, listed when the server was told `told` (None: not known). What
+        it listed for other capabilities is kept while it lists the same for the same capabilities; a
+        server that lists otherwise has changed, and those are dropped as stale."""
+        before = [*self.other_tools, *self.tools]
+        if self.updated_at and self.error is None:  # a snapshot from before `listed_for`: its one listing
+            self.listed_for.setdefault(told_key(self.told), _names(self.tools))
+        self.tools = tools
+        if told is None:  # listed for what is not known: only this listing is kept
+            self.listed_for, self.other_tools = {}, []
+            return
+        key, names = told_key(told), _names(tools)
+        if self.listed_for.get(key, names) != names:
+            self.listed_for = {}
+        self.listed_for[key] = names
+        known = {t["name"]: t for t in before if isinstance(t.get("name"), str)}
+        have = {*names, *known}
+        self.listed_for = {k: v for k, v in self.listed_for.items() if set(v) <= have}
+        wanted = {n for listed in self.listed_for.values() for n in listed} - set(names)
+        self.other_tools = [known[n] for n in sorted(wanted)]
+
+
+def told_key(told: Collection[str]) -> str:
+    """How a set of host capabilities is written as a `listed_for` key."""
+    return ",".join(sorted(told))
+
+
+def _names(tools: Iterable[dict[str, Any]]) -> list[str]:
+    return [t["name"] for t in tools if isinstance(t.get("name"), str)]
 
 
 @dataclass
@@ -176,9 +222,17 @@ def load_snapshot(path: Path | None = None) -> Snapshot | None:
             capabilities=caps if isinstance(caps, dict) else {},
             error=str(entry["error"]) if entry.get("error") else None,
             seen=[str(x) for x in entry.get("seen") or [] if isinstance(x, str)],
+            listed_for=_listed_for(entry.get("listed_for")),
+            other_tools=[t for t in entry.get("other_tools") or [] if isinstance(t, dict)],
             **{kind: list(entry.get(kind) or []) for kind in KINDS},
         )
     return snap
+
+
+def _listed_for(raw: object) -> dict[str, list[str]]:
+    if not isinstance(raw, dict):
+        return {}
+    return {str(k): [n for n in v if isinstance(n, str)] for k, v in raw.items() if isinstance(v, list)}
 
 
 def _for_update(path: Path) -> Snapshot:
@@ -222,7 +276,10 @@ def save_servers(
         for server, (lists, meta) in listed.items():
             entry = snap.servers.setdefault(server, ServerEntry())
             for kind, items in lists.items():
-                setattr(entry, kind, items)
+                if kind == "tools":
+                    entry.note_listing(None if meta is None else meta.get("told") or (), list(items))
+                else:
+                    setattr(entry, kind, items)
             if meta is not None:
                 entry.told = sorted(meta.get("told") or [])
                 entry.capabilities = dict(meta.get("capabilities") or {})
@@ -277,6 +334,8 @@ def _write(snap: Snapshot) -> None:
             "capabilities": entry.capabilities,
             **({"error": entry.error} if entry.error else {}),
             **({"seen": entry.seen} if entry.seen else {}),
+            **({"listed_for": entry.listed_for} if len(entry.listed_for) > 1 else {}),
+            **({"other_tools": entry.other_tools} if entry.other_tools else {}),
             "names": {t.name: t.tool for t in build_tools(name, entry.tools)},
             **{kind: getattr(entry, kind) for kind in KINDS},
         }

@@ -10,6 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 
+from coffer.gateway.listings import SNAPSHOT_META
 from coffer.vault import catalogue, registry
 from tests.fixtures.gateway_harness import add_fixture, read_events, serve, text, wait_for
 
@@ -219,25 +220,41 @@ async def test_log_rows_are_not_trust_changes(coffer_home: Path) -> None:
         assert gw.merged() is not view and gw.refusal("alpha", "echo", "alpha__echo") is not None
 
 
-@pytest.mark.one_mode("in-process")  # the engine's counterpart: tests/engine
-async def test_first_list_never_shows_tools_listed_for_a_more_capable_host(coffer_home: Path) -> None:
-    """A snapshot written while a host with roots was connected holds a roots-only tool: the next host
-    without roots must not be shown it, not even in the first list (the server is waited for instead)."""
+@pytest.mark.one_mode("in-process")  # the engine's counterpart: tests/engine/test_cold_start.py
+async def test_a_first_list_is_what_the_server_listed_for_the_hosts_capabilities(coffer_home: Path) -> None:
+    """Standalone, an upstream is told what its one host declared, and may list by it (get_roots only for a
+    host with roots). The first list never waits for it: it is the snapshot's listing for those capabilities;
+    with none for them, its last listing, saying what that was for, and the live list follows with
+    list_changed. Once both were seen, each host's first list is exactly its own."""
 
     async def roots(ctx: Any) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[])
 
-    add_fixture(coffer_home, "cs", "capsensitive")
+    add_fixture(coffer_home, "cs", "capsensitive,slow_start=1", timeout=10)
     async with serve(coffer_home, args=("--standalone",), list_roots_callback=roots) as s:
         await wait_for(lambda: "roots" in (catalogue_told(coffer_home, "cs") or []), 30, "the snapshot of cs")
         assert "cs__get_roots" in await s.tool_names()
     async with serve(coffer_home, args=("--standalone",)) as s:
+        first = await s.session.list_tools()
+        note = (first.meta or {})[SNAPSHOT_META]
+        assert note["pending"] == ["cs"] and note["listedForOtherCapabilities"] == {"cs": ["roots"]}, note
+        assert {"cs__echo", "cs__get_roots"} <= {t.name for t in first.tools}  # the last listing, said so
+        await wait_for(lambda: any(_tools_changed(n) for n in s.notifications), 30, "list_changed")
         names = await s.tool_names()
         assert "cs__echo" in names and "cs__get_roots" not in names
-    async with serve(
-        coffer_home, args=("--standalone",), list_roots_callback=roots
-    ) as s:  # a less capable listing fits every host
-        assert "cs__echo" in await s.tool_names()
+        await wait_for(lambda: catalogue_told(coffer_home, "cs") == [], 30, "the snapshot of cs without roots")
+    async with serve(coffer_home, args=("--standalone",)) as s:  # the listing for no capabilities, exactly
+        first = await s.session.list_tools()
+        assert "listedForOtherCapabilities" not in (first.meta or {}).get(SNAPSHOT_META, {}), first.meta
+        assert "cs__echo" in {t.name for t in first.tools} and "cs__get_roots" not in {t.name for t in first.tools}
+    async with serve(coffer_home, args=("--standalone",), list_roots_callback=roots) as s:  # and for roots
+        first = await s.session.list_tools()
+        assert "listedForOtherCapabilities" not in (first.meta or {}).get(SNAPSHOT_META, {}), first.meta
+        assert {"cs__echo", "cs__get_roots"} <= {t.name for t in first.tools}
+
+
+def _tools_changed(message: Any) -> bool:
+    return isinstance(getattr(message, "root", message), types.ToolListChangedNotification)
 
 
 def catalogue_told(home: Path, server: str) -> list[str] | None:

@@ -92,3 +92,19 @@ def test_damaged_snapshot_is_rebuilt_on_save(coffer_home: Path) -> None:
         catalogue.load_snapshot()
     catalogue.save_server("a", tools=[tool("x")])
     assert catalogue.load_snapshot() is not None
+
+
+def test_the_snapshot_keeps_what_a_server_listed_for_each_set_of_capabilities(coffer_home: Path) -> None:
+    """A server may list some tools only to clients that can take them: what it listed for each set of
+    capabilities it was told of is kept (the definitions once), until it lists otherwise for the same set."""
+    everything = {"told": ["elicitation", "extensions", "roots", "sampling"]}
+    catalogue.save_server("cs", tools=[tool("echo"), tool("get_roots")], meta=everything)
+    catalogue.save_server("cs", tools=[tool("echo")], meta={"told": []})
+    entry = catalogue.load_snapshot().servers["cs"]  # type: ignore[union-attr]
+    assert [t["name"] for t in entry.tools] == ["echo"] and [t["name"] for t in entry.other_tools] == ["get_roots"]
+    assert [t["name"] for t in entry.tools_for(everything["told"]) or []] == ["echo", "get_roots"]
+    assert [t["name"] for t in entry.tools_for([]) or []] == ["echo"]
+    assert entry.tools_for(["roots"]) is None  # never listed for that: the caller says so
+    catalogue.save_server("cs", tools=[tool("echo"), tool("grep")], meta={"told": []})  # it changed: the rest is stale
+    entry = catalogue.load_snapshot().servers["cs"]  # type: ignore[union-attr]
+    assert entry.tools_for(everything["told"]) is None and entry.other_tools == []
