@@ -122,14 +122,19 @@ def load(name: str, full: bool = False, part: str | None = None) -> Dataset:
     return Dataset(name=name, tools=tools, queries=queries, note=note)
 
 
-def out_of_vault(ds: Dataset, heldout: bool = False) -> list[str]:
+# data/out-of-vault's files: the asks the abstention rule was tuned on, those written after it was
+# (2026-12-07), and those written before the brand list was built (2026-12-08, issue 60); never tuned on
+OUT_OF_VAULT = {"tuned": "queries.jsonl", "held-out": "heldout.jsonl", "held-out 2": "heldout-2.jsonl"}
+
+
+def out_of_vault(ds: Dataset, part: str = "tuned") -> list[str]:
     """data/out-of-vault's queries whose service no tool of `ds` names: the right answer is nothing.
-    `heldout`: the asks written after the abstention rule was tuned, never used to tune it."""
-    return [query for query, _ in out_of_vault_asks(ds, heldout)]
+    `part`: which file (`OUT_OF_VAULT`)."""
+    return [query for query, _ in out_of_vault_asks(ds, part)]
 
 
-def out_of_vault_asks(ds: Dataset, heldout: bool = False) -> list[tuple[str, str]]:
+def out_of_vault_asks(ds: Dataset, part: str = "tuned") -> list[tuple[str, str]]:
     """(query, the service it asks for) of `out_of_vault`."""
     text = " ".join(f"{t.name} {t.description}" for t in ds.tools).lower()
-    rows = _read_jsonl(DATA_DIR / "out-of-vault" / ("heldout.jsonl" if heldout else "queries.jsonl"))
+    rows = _read_jsonl(DATA_DIR / "out-of-vault" / OUT_OF_VAULT[part])
     return [(r["query"], r["service"]) for r in rows if r["service"].lower() not in text]

@@ -25,6 +25,8 @@ RANKERS = ("bm25", "semantic", "hybrid")  # the default path (CI): BM25 and the 
 OPTIONAL_RANKERS = ("semantic-minilm", "hybrid-minilm")
 BASELINE = Path(__file__).parent / "baseline.json"
 K = 10
+# the out-of-vault files (datasets.OUT_OF_VAULT) under the keys the results carry them
+PARTS = {"abstain": "tuned", "abstain_heldout": "held-out", "abstain_heldout2": "held-out 2"}
 CURVE = tuple(sorted({0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, THRESHOLD}))
 
 
@@ -80,8 +82,8 @@ def evaluate(
         elsewhere = world_evidence(ds, ranker)
         wrong = sum(not hit or elsewhere(q.text) > THRESHOLD for q, hit in zip(ds.queries, answered, strict=True))
         row["wrong_abstain"] = round(100.0 * wrong / max(n, 1), 1)
-        for key, heldout in (("abstain", False), ("abstain_heldout", True)):
-            outside = datasets.out_of_vault(ds, heldout)
+        for key, part in PARTS.items():
+            outside = datasets.out_of_vault(ds, part)
             right = sum(not ranker.search(q, K).hits or elsewhere(q) > THRESHOLD for q in outside)
             row[key] = round(100.0 * right / len(outside), 1) if outside else None
             row[key.replace("abstain", "out_of_vault")] = len(outside)
@@ -113,14 +115,19 @@ def abstention_curve(names: list[str], cache_dir: Path | None) -> list[dict[str,
     for name in names:
         ds = datasets.load(name)
         evidence = world_evidence(ds, make_ranker(ds, "hybrid", cache_dir))
-        outside = [[evidence(q) for q in datasets.out_of_vault(ds, heldout)] for heldout in (False, True)]
-        per_set.append((name, [evidence(q.text) for q in ds.queries], *outside))
+        outside = {key: [evidence(q) for q in datasets.out_of_vault(ds, part)] for key, part in PARTS.items()}
+        per_set.append((name, [evidence(q.text) for q in ds.queries], outside))
     rows = []
     for th in CURVE:
-        wrong = {n: round(100.0 * sum(v > th for v in inside) / len(inside), 1) for n, inside, _, _ in per_set}
-        right = {n: round(100.0 * sum(v > th for v in out) / max(len(out), 1), 1) for n, _, out, _ in per_set}
-        held = {n: round(100.0 * sum(v > th for v in out) / max(len(out), 1), 1) for n, _, _, out in per_set}
-        rows.append({"threshold": th, "wrong_abstain": wrong, "abstain": right, "abstain_heldout": held})
+        row: dict[str, Any] = {"threshold": th}
+        row["wrong_abstain"] = {
+            n: round(100.0 * sum(v > th for v in inside) / len(inside), 1) for n, inside, _ in per_set
+        }
+        for key in PARTS:
+            row[key] = {
+                n: round(100.0 * sum(v > th for v in out[key]) / max(len(out[key]), 1), 1) for n, _, out in per_set
+            }
+        rows.append(row)
     return rows
 
 
@@ -140,15 +147,15 @@ def answerable(names: list[str], cache_dir: Path | None) -> list[dict[str, Any]]
     for name in names:
         ds = datasets.load(name)
         evidence = world_evidence(ds, make_ranker(ds, "hybrid", cache_dir))
-        for heldout in (False, True):
-            asks = datasets.out_of_vault_asks(ds, heldout)
+        for part in datasets.OUT_OF_VAULT:
+            asks = datasets.out_of_vault_asks(ds, part)
             named = [
                 q for q, service in asks if all(known.named.get(w) for w in re.findall(r"[a-z0-9]+", service.lower()))
             ]
             rows.append(
                 {
                     "dataset": name,
-                    "asks": "held-out" if heldout else "tuned",
+                    "asks": part,
                     "out_of": len(asks),
                     "named": len(named),
                     "ceiling": round(100.0 * len(named) / max(len(asks), 1), 1),
@@ -218,7 +225,17 @@ def default_rankers() -> list[str]:
 def _render(rows: list[dict[str, Any]]) -> None:
     from coffer.cli import render
 
-    cols = ["dataset", "ranker", "queries", *metrics.METRICS, "abstain", "held-out", "wrong abst.", "ms/query"]
+    cols = [
+        "dataset",
+        "ranker",
+        "queries",
+        *metrics.METRICS,
+        "abstain",
+        "held-out",
+        "held-out 2",
+        "wrong abst.",
+        "ms/query",
+    ]
     render.table(
         [c.replace("recall", "R").replace("hit", "Hit").replace("mrr", "MRR").replace("ndcg", "nDCG") for c in cols],
         [
@@ -227,7 +244,7 @@ def _render(rows: list[dict[str, Any]]) -> None:
                 r["ranker"] if r["ran"] == r["ranker"] else f"{r['ranker']} (ran {r['ran']})",
                 r["queries"],
                 *("-" if r[m] is None else f"{r[m]:.1f}" for m in metrics.METRICS),
-                *(_share(r, key) for key in ("abstain", "abstain_heldout")),
+                *(_share(r, key) for key in PARTS),
                 "-" if r.get("wrong_abstain") is None else f"{r['wrong_abstain']:.1f}",
                 f"{r['ms_per_query']:.2f}",
             ]
@@ -271,6 +288,7 @@ def _render_curve(curve: list[dict[str, Any]]) -> None:
             "wrong abst. (worst set)",
             "abstain (least set)",
             "held-out (least set)",
+            "held-out 2 (least set)",
             *(f"{n}: wrong / abst." for n in sets),
         ],
         [
@@ -279,6 +297,7 @@ def _render_curve(curve: list[dict[str, Any]]) -> None:
                 f"{max(row['wrong_abstain'].values()):.1f}",
                 f"{min(row['abstain'].values()):.1f}",
                 f"{min(row['abstain_heldout'].values()):.1f}",
+                f"{min(row['abstain_heldout2'].values()):.1f}",
                 *(f"{row['wrong_abstain'][n]:.1f} / {row['abstain'][n]:.1f}" for n in sets),
             ]
             for row in curve

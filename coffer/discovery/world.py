@@ -32,6 +32,7 @@ from coffer.ranking.tokenize import STOPWORDS
 
 SMOOTH = 3.0
 SPELLED_AS_NAME = 2.0
+BRAND = 0.5  # a word the brand list (coffer.discovery.brands) names: a product or service, whatever the registry has
 CONTEXT_WEIGHT = 1.5  # the share of the rest of the query that the word's servers' descriptions hold
 ABOUT_SHARE = 0.1  # a stem says what a word's servers do when this share of them holds it (one at least)
 THRESHOLD = 0.875  # the highest abstention with at most 2% wrong on every in-vault eval set (1% here)
@@ -122,27 +123,53 @@ def _load(registries: tuple[str, ...], generation: str) -> Words | None:
 
 
 def services(query: str, vault_knows: Callable[[str], bool], known: Words) -> list[tuple[str, float]]:
-    """The query's words that no tool in the vault knows and that name servers in the registry, with
-    their evidence (the registry's names, and what the rest of the query asks of those servers),
-    strongest first."""
+    """The query's words that no tool in the vault knows and that name servers in the registry or a
+    brand (coffer.discovery.brands), with their evidence (the registry's names, what the rest of the
+    query asks of those servers, `BRAND` for a brand's name), strongest first. A brand of several
+    words ("Google Ads") is one entry, its words joined by a space."""
     from coffer.ranking.tokenize import tokenize
 
     out: dict[str, float] = {}
     stems = list(dict.fromkeys(tokenize(query)))
-    for match in _WORD.finditer(query):
+    matches = list(_WORD.finditer(query))
+    for i, match in enumerate(matches):
         raw = match.group()
         word = raw.lower()
-        if len(word) < 3 or word in STOPWORDS or word.isdigit() or vault_knows(word):
-            continue
         inside = match.start() > 0 and not _SENTENCE_END.search(query[: match.start()])
         as_name = inside and any(c.isupper() for c in raw)  # "on Slack", "HubSpot": spelled as a name
+        brand = BRAND * (SPELLED_AS_NAME if as_name else 1.0)
+        phrases = _brand_phrases(matches[i:], vault_knows)
+        for phrase in phrases:
+            if phrase != word:
+                out[phrase] = max(out.get(phrase, 0.0), brand)
+        if len(word) < 3 or word in STOPWORDS or word.isdigit() or vault_knows(word):
+            continue
         strength = known.evidence(word, as_name)
         if strength:
             own = set(tokenize(word))
             strength += CONTEXT_WEIGHT * known.context(word, [t for t in stems if t not in own])
+        strength = max(strength, brand if word in phrases else 0.0)
         if strength > out.get(word, 0.0):
             out[word] = strength
     return sorted(out.items(), key=lambda kv: -kv[1])
+
+
+def _brand_phrases(words: list[re.Match[str]], vault_knows: Callable[[str], bool]) -> list[str]:
+    """The brands' names the query spells from its word `words[0]` on, one to `brands.LONGEST` words long,
+    that the vault does not know (as one word, "hackernews", or word by word)."""
+    from coffer.discovery.brands import LONGEST, brands
+
+    names = brands()
+    found = []
+    for n in range(1, min(LONGEST, len(words)) + 1):
+        parts = [m.group().lower() for m in words[:n]]
+        phrase = " ".join(parts)
+        if phrase not in names or all(p in STOPWORDS or len(p) < 3 for p in parts):
+            continue
+        if vault_knows("".join(parts)) or all(vault_knows(p) for p in parts):
+            continue
+        found.append(phrase)
+    return found
 
 
 _VOCABULARIES: dict[str, Callable[[str], bool]] = {}
@@ -179,9 +206,12 @@ def lacking(
 
 def vault_vocabulary(tools: Iterable[ToolLike], stem_known: Callable[[str], bool]) -> Callable[[str], bool]:
     """Whether the vault's tools know a word: as written in their names, descriptions and schemas, or
-    as a stem their index holds ("messages": messag); "HubSpot" known as "hub" and "spot" is not "hubspot"."""
+    as a stem their index holds ("messages": messag); a word the index holds only in pieces is not known
+    ("HubSpot" as "hub" and "spot" is not "hubspot", "1Password" as "password" is not "1password")."""
+    from coffer.ranking.tokenize import tokenize
+
     raw = {w for t in tools for w in _lower_words(f"{t.name} {t.description} {json.dumps(t.input_schema)}")}
-    return lambda word: word in raw or stem_known(word)
+    return lambda word: word in raw or (len(tokenize(word)) == 1 and stem_known(word))
 
 
 def _lower_words(text: str) -> list[str]:
