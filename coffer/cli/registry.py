@@ -200,7 +200,8 @@ def show(
     if data["reason"]:
         render.say(f"{data['state']}: {data['reason']}")
     if not data["catalogued"]:
-        render.say("no tools catalogued yet: run `coffer refresh`")
+        if data["state"] not in ("did not list", "not listed yet"):  # those said why, and what lists it
+            render.say(f"no tools catalogued yet: run `coffer refresh {name}`")
         return
     render.table(
         ["tool", "enabled", *(["script"] if scripts else []), "description"],
