@@ -100,7 +100,9 @@ def test_the_shipped_abstention_is_wrong_on_at_most_2_percent_of_every_set(
     for name in datasets.DATASETS:
         row = results[(name, "hybrid")]
         assert row["wrong_abstain"] <= 2.0, (name, row["wrong_abstain"])
-        assert row["abstain"] >= 60.0 and row["abstain_heldout"] >= 45.0, (name, row["abstain"], row["abstain_heldout"])
+        # 2026-12-08, with the brand list: 81-83% tuned, 72-74% held out, 74-83% of the second held-out file
+        held = (row["abstain"], row["abstain_heldout"], row["abstain_heldout2"])
+        assert held[0] >= 78.0 and held[1] >= 68.0 and held[2] >= 70.0, (name, held)
 
 
 def test_the_asks_the_recording_can_answer_are_told_from_the_rest(results: dict[tuple[str, str], dict]) -> None:
