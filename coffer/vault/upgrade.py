@@ -133,10 +133,7 @@ def stamp_registry(doc: TOMLDocument, path: Path) -> None:
         return
     if "coffer" not in doc:
         doc.add("coffer", tomlkit.table())
-    stamp = tomlkit.integer(REGISTRY_FORMAT)
-    stamp.comment(FORMAT_NOTE)
-    stamp.trivia.comment_ws = "  "
-    doc["coffer"]["format"] = stamp
+    doc["coffer"]["format"] = tomlkit.parse(f"format = {REGISTRY_FORMAT}  # {FORMAT_NOTE}\n")["format"]
 
 
 # ---------------------------------------------------------------- JSON files
