@@ -37,8 +37,10 @@ _AGENTS = (
     ".codeium",
     ".kiro",
     ".continue",
+    ".config/zed",
+    ".config/opencode",
+    ".config/goose",
 )
-_AGENTS += (".config/zed", ".config/opencode", ".config/goose")
 _BROWSERS = (".mozilla", "chrome", "chromium", "Brave", "edge")
 
 
