@@ -156,6 +156,11 @@ app = typer.Typer(
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """A local vault of MCP servers, served to every agent as one gateway."""
+    if ctx.invoked_subcommand not in (None, "serve"):  # a person's shell, not an agent's spawn: what the
+        from coffer.vault import shellenv  # engine gives its servers (certificates, proxies, locale, PATH)
+
+        shellenv.record()

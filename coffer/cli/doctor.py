@@ -41,10 +41,12 @@ def doctor(
         report = doc.diagnose(jobs, lambda name, ok, summary: advance(name), only=servers)
     from coffer.engine import control
 
-    if note := control.engine_env_note():
+    engine_env = control.check_env()  # what the engine's servers get, against this shell's (None: no engine)
+    if engine_env is not None and (note := control.env_note(engine_env)):
         render.warn(note)
     if as_json:
-        render.print_json({"version": render.JSON_VERSION, **report.to_dict()})
+        extra = {} if engine_env is None else {"engine_env": engine_env}
+        render.print_json({"version": render.JSON_VERSION, **report.to_dict(), **extra})
     else:
         _show(report)
     if report.failed:

@@ -1,5 +1,5 @@
 """Asking a running engine what it holds (`coffer status`), to stop (`coffer status --stop`), or to take a
-session's values of the variables its servers need (`handed_env`, `engine_env_note`)."""
+session's values of the variables its servers need and tell where its own differ (`handed_env`, `check_env`)."""
 
 from __future__ import annotations
 
@@ -55,8 +55,14 @@ def running() -> bool:
 def hand_env(env: dict[str, str]) -> list[str]:
     """Hand the engine this session's values of the vault's variables (coffer.engine.daemon.adopt_env);
     the names it holds with other values. Raises OSError when the engine goes away while answering."""
-    answer = _ask({"coffer": "env", "env": env}, reply=True) or {}
-    return [n for n in answer.get("differs") or [] if isinstance(n, str)]
+    return [n for n in exchange_env(env).get("differs") or [] if isinstance(n, str)]
+
+
+def exchange_env(env: dict[str, str]) -> dict[str, Any]:
+    """The engine's whole answer to this session's values: `differs` (the names it holds with other
+    values), `shell` (those it took now from the user's shell's recording), `from_shell` (of `differs`,
+    those whose value is the shell's). Raises OSError when the engine goes away while answering."""
+    return _ask({"coffer": "env", "env": env}, reply=True) or {}
 
 
 def status() -> dict[str, Any] | None:
@@ -70,34 +76,50 @@ def stop(registry: Path | None = None) -> bool:
     return _ask({"coffer": "stop"}, reply=False, registry=registry) is not None
 
 
-def engine_env_note() -> str | None:
-    """For `coffer call` and `doctor`, which run servers in their own process: hand a running engine this
-    shell's values (it adopts what it lacks, as from a session); the line to print when it holds other
-    values for some of them, else None (none differ, or no engine runs). Never raises: a check beside the
-    command's own work."""
+def check_env() -> dict[str, list[str]] | None:
+    """For `coffer doctor`, which runs servers in its own process: hand a running engine this shell's
+    values (it takes those this shell's `coffer` commands recorded, and adopts what it lacks, as from a
+    session) and read what it says of its own (`exchange_env`): the names it took from the user's shell
+    now, and those it holds with other values (`env_note` words them); None when no engine runs (or it
+    went away). Never raises: a check beside the command's own work."""
     try:
         answer = _ask({"coffer": "env", "env": handed_env()}, reply=True)
     except OSError:
         return None
-    names = [n for n in (answer or {}).get("differs") or [] if isinstance(n, str)]
-    if not names:
+    if answer is None:
         return None
-    return (
-        f"note: the engine behind `coffer serve` has other values for {', '.join(names)} than this shell, and its "
-        "servers use its own: where they fail and this command's work, `coffer status --stop` restarts it"
-    )
+    return {k: [n for n in answer.get(k) or [] if isinstance(n, str)] for k in ("shell", "differs", "from_shell")}
+
+
+def env_note(answer: dict[str, list[str]]) -> str | None:
+    """What an engine's answer to this shell's values says: the variables it took now from this shell (it
+    lacked them or had others: its servers that failed start again, those running keep theirs until they
+    restart), and those it holds with other values (a `${VAR}` a session gave first)."""
+    took, names = answer.get("shell") or [], answer.get("differs") or []
+    lines = []
+    if took:
+        lines.append(
+            f"note: the engine behind `coffer serve` lacked or had other values for {', '.join(took)} than this "
+            "shell (an agent started it with its own environment): it uses this shell's from now on, and its "
+            "servers that were down start again; those running keep theirs until `coffer status --stop`"
+        )
+    if names:
+        lines.append(
+            f"note: the engine behind `coffer serve` has other values for {', '.join(names)} than this shell, and "
+            "its servers use its own: where they fail and this command's work, `coffer status --stop` restarts it"
+        )
+    return "\n".join(lines) or None
 
 
 def handed_env() -> dict[str, str]:
     """What this session hands the engine: the values it has of the variables the vault's servers
     reference (`${VAR}` in env and headers), of those a server's runtime needs (certificates, proxies,
-    locale, PATH: `RUNTIME_ENV`) and of those the engine reads at its start (`STARTUP_ENV`).
-    Sent over the 0600 socket to the user's own engine; never logged."""
+    locale, PATH: `shellenv.RECORDED`) and of those the engine reads at its start (`STARTUP_ENV`).
+    Sent over the 0600 socket to the user's own engine; never logged. Light: no SDK is imported."""
     from coffer.errors import CofferError
-    from coffer.upstreams.transport import RUNTIME_ENV
-    from coffer.vault import registry
+    from coffer.vault import registry, shellenv
 
-    names = {*place.STARTUP_ENV, *RUNTIME_ENV, "PATH"}
+    names = {*place.STARTUP_ENV, *shellenv.RECORDED}
     try:
         reg = registry.load()
     except CofferError:

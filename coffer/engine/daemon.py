@@ -34,6 +34,7 @@ from coffer.gateway import http, sessions, stdio
 from coffer.gateway.server import Gateway
 from coffer.gateway.sessions import HostSession
 from coffer.upstreams.reaper import tree
+from coffer.vault import shellenv
 
 log = logging.getLogger("coffer.engine")
 HEADER_LIMIT = 65536  # the socket's line limit: a front's hello carries the values of the vault's variables
@@ -61,6 +62,8 @@ class Engine:
         self.stop = anyio.Event()
         self._ids = 0
         self._writers: set[asyncio.StreamWriter] = set()
+        self._shell_stamp: tuple[int, int] | None = None  # the shell recording last taken (coffer.vault.shellenv)
+        self._shell: dict[str, str] = {}  # its values
 
     def _touch(self) -> None:
         self.changed.set()
@@ -87,7 +90,7 @@ class Engine:
                 writer.write(json.dumps(self.status()).encode() + b"\n")
                 await writer.drain()
             elif kind == "env":
-                writer.write(json.dumps({"differs": self.adopt_env(hello.get("env"))}).encode() + b"\n")
+                writer.write(json.dumps(self.adopt_env(hello.get("env"))).encode() + b"\n")
                 await writer.drain()
             elif kind == "stop":
                 self.stop.set()
@@ -177,19 +180,35 @@ class Engine:
         finally:
             sock.close()
 
-    def adopt_env(self, env: object) -> list[str]:
-        """The rule for `${VAR}` and a runtime's variables (certificates, proxies, locale): one the engine
-        lacks is taken from the first session that has it, and PATH gains the entries it lacks, so the
-        engine's environment is the fullest its sessions gave, not the first one's; servers that are down
-        start again. One it has with another value keeps the engine's, and the names that differ are
-        returned for that session to be told. Values are never logged."""
+    def take_shell_env(self) -> list[str]:
+        """Take the runtime variables the user's own shell gave `coffer` commands (coffer.vault.shellenv)
+        over what the session that started this engine had: at start, and again whenever they were recorded
+        anew. The names whose value changed; servers that were down start again. Values are never logged."""
+        stamp = shellenv.stamp()
+        if stamp == self._shell_stamp:
+            return []
+        self._shell_stamp, self._shell = stamp, shellenv.recorded()
+        took = shellenv.adopt(os.environ, self._shell)
+        if took:
+            self.gateway.pool.retry_down()
+        return took
+
+    def adopt_env(self, env: object) -> dict[str, list[str]]:
+        """The rule for `${VAR}` and a runtime's variables (certificates, proxies, locale): the user's shell's
+        as recorded come first (`take_shell_env`); one the engine still lacks is taken from the first session
+        that has it, and PATH gains the entries it lacks, so the engine's environment is the user's, else the
+        fullest its sessions gave; servers that are down start again. One it has with another value keeps the
+        engine's. Answered: the names that differ (for that session to be told; `from_shell`: of those, the
+        ones whose value is the shell's) and those taken from the shell's recording now (`shell`). Values are
+        never logged."""
+        took = self.take_shell_env()
         differs, adopted = [], False
         for name, value in env.items() if isinstance(env, dict) else ():
             if not isinstance(name, str) or not isinstance(value, str) or not ENV_NAME.match(name):
                 continue
             held = os.environ.get(name)
             if name == "PATH" and held is not None:  # a runtime on any session's PATH is found
-                wider = _path_union(held, value)
+                wider = shellenv.path_union(held, value)
                 adopted |= wider != held
                 os.environ[name] = wider
             elif held is None and name not in place.STARTUP_ENV:
@@ -199,7 +218,8 @@ class Engine:
                 differs.append(name)
         if adopted:  # what failed for want of it may start now: a missing variable, a certificate, a runtime
             self.gateway.pool.retry_down()
-        return sorted(differs)
+        from_shell = [n for n in differs if n != "PATH" and self._shell.get(n) == os.environ.get(n)]
+        return {"differs": sorted(differs), "shell": took, "from_shell": sorted(from_shell)}
 
     def status(self) -> dict[str, Any]:
         """What `coffer status` shows: this process, its sessions, each upstream's process and memory."""
@@ -251,12 +271,6 @@ class Engine:
                 self.stop.set()
 
 
-def _path_union(held: str, offered: str) -> str:
-    """The engine's PATH, then the entries of a session's it lacks."""
-    have = held.split(os.pathsep)
-    return os.pathsep.join([*have, *(p for p in offered.split(os.pathsep) if p and p not in have)])
-
-
 def _sandbox(up: Any) -> str | None:
     """How a started stdio upstream runs: its mechanism and policy, or "unconfined" (None: no start got as
     far as deciding, or HTTP)."""
@@ -301,6 +315,7 @@ async def _main() -> None:
     calllog = CallLog.open()
     gateway = Gateway(calllog=calllog, host_wait=None, sessions=True)  # many hosts: each request decided alone
     engine = Engine(gateway, place.idle_seconds())
+    engine.take_shell_env()  # before any server starts: the user's certificates, not the first agent's lack of them
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a socket left by an engine that was killed (the lock says nobody else is starting)
     server: asyncio.Server | None = None

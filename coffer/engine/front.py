@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from coffer.engine import control, place
 from coffer.errors import INTERRUPTED, CofferError
@@ -184,7 +184,7 @@ class Front:
         while True:
             sock = attach()
             try:
-                differs = control.hand_env(self.env)  # on a connection of its own: the MCP stream is bytes only
+                said = control.exchange_env(self.env)  # on a connection of its own: the MCP stream is bytes only
                 sock.sendall(self.header.encode() + b"\n")
                 for line in self.handshake if replay else ():
                     sock.sendall(line)
@@ -194,13 +194,9 @@ class Front:
                     raise CofferError("the engine kept going away as it was reached") from None
                 time.sleep(0.05)
                 continue
-            if differs and not self._warned:
+            if said.get("differs") and not self._warned:
                 self._warned = True
-                sys.stderr.write(
-                    f"coffer: the running engine has other values for {', '.join(differs)} than this session: "
-                    "its servers use the engine's; `coffer status --stop` (then start the session again) to use "
-                    "this one's\n"
-                )
+                sys.stderr.write(_differs_line(said))
             return sock
 
     def _note_handshake(self, chunk: bytes) -> None:
@@ -303,6 +299,26 @@ class Front:
             self._lock.notify_all()
         old.close()
         return self.init_id if self.handshake else None
+
+
+def _differs_line(said: dict[str, Any]) -> str:
+    """What a session is told of the variables the engine holds with other values than its own: those that
+    are the user's shell's (as `coffer` commands recorded them) stay; the rest are the first session's."""
+    differs = [n for n in said.get("differs") or () if isinstance(n, str)]
+    shell = [n for n in said.get("from_shell") or () if n in differs]
+    other = [n for n in differs if n not in shell]
+    line = ""
+    if shell:
+        line += (
+            f"coffer: the engine's servers use your shell's {', '.join(shell)} (as `coffer` commands run there "
+            "recorded them), not this session's\n"
+        )
+    if other:
+        line += (
+            f"coffer: the running engine has other values for {', '.join(other)} than this session: its servers "
+            "use the engine's; `coffer status --stop` (then start the session again) to use this one's\n"
+        )
+    return line
 
 
 def _write_out(data: bytes) -> None:

@@ -115,6 +115,11 @@ def run_in_process(
 
         token = serve_token()
     setup_logging()
+    from coffer.vault import shellenv
+
+    # this process serves its one session: its own values stay, the user's shell's fill what it lacks (an
+    # agent that trims the environment leaves no certificates); the engine takes the shell's first instead
+    shellenv.fill(os.environ, shellenv.recorded())
     code = 0
     try:
         anyio.run(_main, sock, profile, token, verifier)

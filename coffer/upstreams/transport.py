@@ -41,6 +41,7 @@ from coffer.results import spill
 from coffer.upstreams.direct import Lane
 from coffer.upstreams.framing import BIG_LINE, MAX_LINE_BYTES, WRITE_BATCH, LineSplitter, lines, loads_owned
 from coffer.upstreams.reaper import ARGV_ENV as REAPER_ARGV_ENV
+from coffer.vault import shellenv
 
 TAIL_BYTES = 8192
 STDIN_GRACE_S = 1.0  # after stdin closes, before SIGTERM to the group
@@ -333,20 +334,14 @@ async def http_pipe(
 
 
 # Beyond the SDK's safe basics: what launchers such as uvx and npx need to reach their registries
-# (CA bundles and proxies in managed networks), caches, locale and temp dirs. Never anything else.
-# What a server's runtime needs beyond its entry and that a session may lack (an agent that trims the
-# environment, as the SDK's default does): certificates, proxies, locale. Under the engine, a variable it
-# lacks is taken from the first session that has it (coffer.engine.daemon.adopt_env).
-RUNTIME_ENV = (
-    *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"),
-    *("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"),
-    *("LANG", "LC_ALL"),
-)
+# (CA bundles and proxies in managed networks), caches, locale and temp dirs. Never anything else. Under
+# the engine, the certificates, proxies, locale and PATH are the user's shell's as `coffer` commands
+# recorded them, else the first session's that has them (coffer.vault.shellenv, coffer.engine.daemon).
 INHERITED_ENV = (
     *("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR"),
     *("XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"),
-    *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS"),
-    *("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"),
+    *shellenv.CERTIFICATES,
+    *shellenv.PROXIES,
 )
 
 

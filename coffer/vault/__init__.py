@@ -13,6 +13,7 @@ Modules:
     masking     display masking of launch configs
     database    coffer.db: SQLite opened with WAL and a busy timeout, migrations
     upgrade     which vaults this Coffer opens: file formats, the schema, refusing a newer vault's
+    shellenv    the user's shell's certificates, proxies, locale and PATH, recorded for the engine
 
 The bottom layer: imports only `coffer.errors` (and `coffer.__version__`, for a refusal's message).
 """

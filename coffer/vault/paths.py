@@ -54,6 +54,11 @@ def snapshot_path() -> Path:
     return data_dir() / "catalogue.json"
 
 
+def shell_env_path() -> Path:
+    """The user's shell's runtime variables, recorded for the engine (coffer.vault.shellenv)."""
+    return data_dir() / "shell-env.json"
+
+
 def cache_dir() -> Path:
     """Derived data that can always be rebuilt (tool vectors, indexes); created 0700 on first use."""
     path = data_dir() / "cache"
@@ -115,4 +120,5 @@ def all_paths() -> dict[str, Path]:
         "snapshot": snapshot_path(),
         "cache": data_dir() / "cache",
         "http_token": data_dir() / "http-token",
+        "shell_env": shell_env_path(),
     }
