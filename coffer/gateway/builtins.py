@@ -113,7 +113,7 @@ def holdings(tools: Sequence[CatalogueTool], budget: int = HOLDINGS_TOKENS) -> s
     `budget` tokens: servers with the most tools first, each with what its tool names act on; past the
     budget, servers by name and count only, then "and N more". Tool names only (a fixed character set),
     never an upstream's free text, go into it."""
-    from coffer.results.tokens import count
+    from coffer.results.tokens import fits
 
     by_server: dict[str, list[CatalogueTool]] = {}
     for t in tools:
@@ -131,7 +131,7 @@ def holdings(tools: Sequence[CatalogueTool], budget: int = HOLDINGS_TOKENS) -> s
         objects = _objects(server, by_server[server])
         full = f"{server} ({len(by_server[server])}{': ' + ', '.join(objects) if objects else ''})"
         short = f"{server} ({len(by_server[server])})"
-        fitted = next((p for p in (full, short) if count(text([*parts, p], len(order) - n - 1)) <= budget), None)
+        fitted = next((p for p in (full, short) if fits(text([*parts, p], len(order) - n - 1), budget)), None)
         if fitted is None:
             return text(parts, len(order) - n)
         parts.append(fitted)
