@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 BRANDS_FILE = Path(__file__).with_name("brands.txt")
+MAKERS_FILE = Path(__file__).with_name("makers.txt")  # "jira<TAB>atlassian": who makes a product
 EVERYDAY = 2.5  # Zipf frequency (once per three million words of English) from which a name is talked about
 LONGEST = 3  # words in the longest name matched ("Google Ads Manager"); longer names are left out
 _WORDS = re.compile(r"[a-z0-9]+")
@@ -72,6 +73,68 @@ def build(icons: Iterable[dict[str, Any]], version: str, everyday: Callable[[str
     return header + "".join(f"{k}\n" for k in kept)
 
 
+_CODE_HOSTS = ("github.com", "githubusercontent.com", "gitlab.com", "github.io")  # an account's files: anyone's brand
+_BRAND_PAGE = re.compile(r"brand|press|logo|media|identity|trademark", re.IGNORECASE)
+_SECOND_LEVEL = frozenset({"co", "com", "org", "net", "ac", "gov", "edu"})
+
+
+def maker_of(icon: dict[str, Any]) -> str | None:
+    """Who makes the brand, by the site of its brand page: the domain of its brand guidelines, or of a
+    source that is a brand, press or logo page (Jira's atlassian.design: atlassian; Next.js's
+    vercel.com/design/brands: vercel). A page whose address names the brand itself (Zapier's guidelines
+    in a Figma file, a project's page on notion.site) is hosted there, not made there; None then, and
+    where the domain is the brand's own."""
+    from urllib.parse import urlsplit
+
+    title = key(str(icon.get("title") or ""))
+    own = {w for w in title.split() if len(w) >= 4} | {title.replace(" ", "")}
+    for url in (icon.get("guidelines"), icon.get("source")):
+        if not isinstance(url, str) or not url.startswith("http"):
+            continue
+        parts = urlsplit(url)
+        if url != icon.get("guidelines") and not _BRAND_PAGE.search(parts.path):
+            continue  # a logo found elsewhere (a design file, a project's site) says nothing of its maker
+        host = (parts.hostname or "").lower()
+        labels = [x for x in host.split(".") if x != "www"]
+        at = len(labels) - (3 if len(labels) >= 3 and labels[-2] in _SECOND_LEVEL else 2)
+        address = re.sub(r"[^a-z0-9]", "", ".".join(labels[:at]) + parts.path.lower())
+        domain = re.sub(r"[^a-z0-9]", "", "".join(labels[max(at, 0) :]))
+        if at < 0 or host.endswith(_CODE_HOSTS) or domain in own or any(word in address for word in own):
+            return None
+        label = re.sub(r"[^a-z0-9]", "", labels[at])
+        return label if len(label) >= 3 and label not in own and label not in title.split() else None
+    return None
+
+
+def build_makers(icons: Iterable[dict[str, Any]], version: str) -> str:
+    """The maker list's text: "name<TAB>maker" for each name whose maker is another name (`maker_of`)."""
+    pairs = set()
+    for icon in icons:
+        maker = maker_of(icon)
+        if maker is None:
+            continue
+        for name in names_of(icon):
+            words = key(name).split()
+            if words and len(words) <= LONGEST and sum(c.isalpha() for w in words for c in w) >= 3:
+                pairs.add((" ".join(words), maker))
+    header = (
+        f"# Who makes a product: simple-icons {version} (npm), CC0-1.0, each name with the domain (or code host\n"
+        "# account) its logo's guidelines or source come from, where that is not the name's own; built by\n"
+        "# `python -m coffer.discovery.brands build`; do not edit by hand. Read by `coffer find`.\n"
+    )
+    return header + "".join(f"{name}\t{maker}\n" for name, maker in sorted(pairs))
+
+
+@lru_cache(maxsize=1)
+def makers() -> dict[str, str]:
+    """The shipped maker list: name -> its maker's label (empty where the file is missing)."""
+    try:
+        lines = MAKERS_FILE.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    return dict(line.split("\t", 1) for line in lines if line and not line.startswith("#") and "\t" in line)
+
+
 @lru_cache(maxsize=1)
 def brands() -> frozenset[str]:
     """The shipped list (empty where the file is missing: then only the registry's names count)."""
@@ -99,6 +162,9 @@ def main(argv: list[str]) -> int:
         print("wordfreq is not installed: no everyday word is left out", file=sys.stderr)
     text = build(icons if isinstance(icons, list) else icons["icons"], version, everyday)
     BRANDS_FILE.write_text(text, encoding="utf-8")
+    MAKERS_FILE.write_text(
+        build_makers(icons if isinstance(icons, list) else icons["icons"], version), encoding="utf-8"
+    )
     return 0
 
 

@@ -57,7 +57,8 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     if _knows_nothing_of(ranker, query):
         return [], searched  # not one of its words is in any entry: what meaning alone finds is noise
     scored = {int(doc.id): score for doc, score in ranker.search(query, max(POOL, 3 * k)).hits}
-    named = _words(query)
+    implied = implied_makers(query) - _words(query)  # "a Jira ticket": Atlassian's, though it says no "atlassian"
+    named = _words(query) | implied
     makers = [i for i, name in cache.published_by(sorted(named), registries) if i not in scored and first_party(name)]
     at = {i: n for i in makers if (n := ranker.position(str(i))) is not None}  # the maker's own, wherever it ranks
     scored.update(zip(at, ranker.scores_of(query, list(at.values())), strict=True))
@@ -71,6 +72,8 @@ def find(query: str, registries: list[str], k: int = 10) -> tuple[list[Hit], int
     close = [scored[i] >= CLOSE * best for i in ids]
     fits = dict(zip(ids, map(_fit_word, covered.shares, covered.key_held, close), strict=True))
     found = cache.entries_at(ids)
+    for i in _best_of(implied, found, scored):  # what the product's maker publishes holds the product by name
+        fits[i] = _fit_word(1.0 if fits[i] == "good" else 0.0, True, False)
     weighed = [(found[i], score * _standing(found[i], named), fits[i]) for i, score in scored.items() if i in found]
     weighed.sort(key=lambda w: (not (_names_maker(w[0], named) and w[2] != "loose"), -w[1]))
     folded = _fold(weighed)
@@ -175,6 +178,28 @@ def _fit_word(share: float, key_held: bool, close: bool) -> str:
     if share >= GOOD and key_held:
         return "good"
     return "partial" if key_held or share >= PARTIAL or close else "loose"
+
+
+def implied_makers(query: str) -> set[str]:
+    """The makers of the products the query names, by the maker list (coffer.discovery.brands): "Jira" and
+    "Confluence" are Atlassian's, "Next.js" Vercel's; a name of one word has four letters at least."""
+    from coffer.discovery.brands import LONGEST, key, makers
+
+    table, words = makers(), key(query).split()
+    spans = (
+        " ".join(words[i : i + n]) for i in range(len(words)) for n in range(1, LONGEST + 1) if i + n <= len(words)
+    )
+    return {table[name] for name in spans if name in table and (" " in name or len(name) >= 4)}
+
+
+def _best_of(makers: set[str], found: dict[int, Entry], scored: dict[int, float]) -> list[int]:
+    """For each maker the query implies, its own server that scores best among those found."""
+    best: dict[str, int] = {}
+    for i, entry in found.items():
+        owner = publisher(entry.name)
+        if owner in makers and first_party(entry.name) and (owner not in best or scored[i] > scored[best[owner]]):
+            best[owner] = i
+    return list(best.values())
 
 
 def reach(ranker: Ranker) -> float:

@@ -51,3 +51,23 @@ def test_a_brand_the_vault_lacks_is_a_service_asked_for() -> None:
 def test_a_word_known_only_in_pieces_is_not_known() -> None:
     knows = world.vault_vocabulary(_tools(), lambda word: word in {"password", "1"})
     assert not knows("1password") and knows("password")
+
+
+def test_who_makes_a_product_comes_from_its_brand_page() -> None:
+    jira = {"title": "Jira", "guidelines": "https://atlassian.design/foundations/logos/"}
+    assert brands.maker_of(jira) == "atlassian"
+    assert brands.maker_of({"title": "Stripe", "source": "https://stripe.com/newsroom/information"}) is None  # own
+    hosted = {"title": "Zapier", "guidelines": "https://www.figma.com/design/abc/Zapier-Brand"}  # a file, not its maker
+    assert brands.maker_of(hosted) is None
+    assert brands.maker_of({"title": "Kimi", "guidelines": "https://moonshotai.github.io/Branding-Guide"}) is None
+    assert brands.maker_of({"title": "Tool", "source": "https://maker.com/some/page"}) is None  # not a brand page
+    text = brands.build_makers([jira, {"title": "Confluence", "source": "https://www.atlassian.com/press-kit"}], "1")
+    assert text.splitlines()[-2:] == ["confluence\tatlassian", "jira\tatlassian"]
+
+
+def test_the_query_names_the_product_the_maker_makes() -> None:
+    from coffer.discovery.rank import implied_makers
+
+    assert implied_makers("link the Jira ticket to the Confluence page") == {"atlassian"}
+    assert implied_makers("check the Next.js build") == {"vercel"}
+    assert implied_makers("open a pull request") == set()

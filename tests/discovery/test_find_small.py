@@ -45,3 +45,28 @@ def test_absence_counts_as_much_as_the_registry_reaches() -> None:
     assert _absent_share(0.8, 1.0) == pytest.approx(0.8)  # the official registry: absence says it all
     assert _absent_share(0.8, 0.12) < 0.5  # ten servers: most everyday words are simply not there
     assert _absent_share(1.0, 0.12) == pytest.approx(1.0) and _absent_share(0.0, 1.0) == 0.0
+
+
+def _remote(name: str, description: str, url: str) -> dict[str, object]:
+    return {
+        "name": name,
+        "description": description,
+        "version": "1.0.0",
+        "remotes": [{"type": "streamable-http", "url": url}],
+    }
+
+
+def test_a_product_names_its_makers_own_server_though_the_server_does_not_name_it(coffer_home: Path) -> None:
+    """Jira is Atlassian's (the maker list, coffer.discovery.brands): Atlassian's own server, whose entry
+    says only "Atlassian Rovo MCP Server", leads third parties' Jira servers."""
+    servers = [
+        _remote("com.atlassian/atlassian-mcp-server", "Atlassian Rovo MCP Server", "https://mcp.atlassian.com/v1/mcp"),
+        _remote("io.github.someone/jira-mcp", "Create and search Jira tickets", "https://jira.example.com/mcp"),
+        _remote("io.github.other/jira-tools", "Jira ticket tools for agents", "https://tools.example.com/mcp"),
+        *(json.loads((DATA / f"{name}.json").read_text()) for name in TEN[:4]),
+    ]
+    with RecordedRegistry(servers) as registry:
+        find("read it once", url=registry.url, mode="refresh")
+        hits = find("create a Jira ticket", url=registry.url, mode="offline").hits
+    assert hits[0]["name"] == "com.atlassian/atlassian-mcp-server" and hits[0]["makers_own"], hits[:3]
+    assert {"io.github.someone/jira-mcp", "io.github.other/jira-tools"} <= {h["name"] for h in hits}
