@@ -28,7 +28,8 @@ where=$(python -c 'import coffer; print(coffer.__file__)')
 case "$where" in "$work/venv/"*) ;; *) echo "wheel.sh: coffer imported from $where, not the venv" >&2; exit 1 ;; esac
 test "$(coffer --version)" = "coffer $version"
 test -f "$work/venv/share/bash-completion/completions/coffer.bash"
-coffer demo
+coffer demo --json > demo.json   # the whole loop; serverInfo names the version, as --version does
+python -c 'import json, sys; d = json.load(open("demo.json"))["demo"]; assert d["gateway"] == sys.argv[1], d' "coffer $version"
 coffer add demo -- "$work/venv/bin/python" -m coffer.examples.demo_server
 coffer list
 coffer search "what time is it"

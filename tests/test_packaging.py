@@ -111,3 +111,11 @@ def test_the_built_wheel_carries_the_package_and_nothing_of_the_tests() -> None:
     meta = next(n for n in names if n.endswith(".dist-info/METADATA"))
     version = re.search(r"^Version: (.+)$", zipfile.ZipFile(wheel).read(meta).decode(), re.M)
     assert version and version[1] == PYPROJECT["project"]["version"]
+
+
+def test_the_version_is_written_once() -> None:
+    """pyproject.toml's version is the one `coffer --version` and the gateway's serverInfo say."""
+    import coffer
+
+    assert coffer.__version__ == PYPROJECT["project"]["version"]
+    assert not re.search(r"^__version__\s*=", (PACKAGE / "__init__.py").read_text(), re.M)

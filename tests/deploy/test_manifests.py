@@ -1,7 +1,6 @@
 """The team gateway's deployment files: the Kubernetes manifests validated against the API's own schemas
 (kubernetes-validate, which bundles them), the vault they carry read by Coffer itself, and the image's
-Containerfile read instruction by instruction (building it needs podman, buildah or a docker daemon,
-which CI here does not have)."""
+Containerfile read instruction by instruction (.ci/image.sh builds it with buildah and runs it)."""
 
 from __future__ import annotations
 
