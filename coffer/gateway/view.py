@@ -158,6 +158,9 @@ class View:
         if "tools" in kinds and self.pins is not None:
             self.pins.observe(server, build_tools(server, lists["tools"], self.prefix(server)))  # holds rug pulls
         first = server not in self.live
+        entry = self.entries.get(server)
+        if first and "tools" in kinds and entry is not None and len(entry.listed_for) > 1:
+            changed |= {"tools"}  # hosts may have been given its listing for other capabilities (`fitted`)
         self.live.add(server)
         self.errors.pop(server, None)
         if caps:
