@@ -160,7 +160,9 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """A local vault of MCP servers, served to every agent as one gateway."""
-    if ctx.invoked_subcommand not in (None, "serve"):  # a person's shell, not an agent's spawn: what the
-        from coffer.vault import shellenv  # engine gives its servers (certificates, proxies, locale, PATH)
+    # A person's shell, not an agent's spawn (nor the demo, whose vault is a throwaway one and which leaves
+    # the user's untouched): what the engine gives its servers (certificates, proxies, locale, PATH).
+    if ctx.invoked_subcommand not in (None, "serve", "demo"):
+        from coffer.vault import shellenv
 
         shellenv.record()
