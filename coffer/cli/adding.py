@@ -204,7 +204,7 @@ def _fetch_shown(live: render.Working, what: str, name: str) -> tuple[Callable[[
 
     def fetched(done: Fetched) -> None:
         how = "fetched" if done.ok else f"its fetch failed ({done.said})" if done.said else "its fetch failed"
-        live.say(f"{how} in {done.seconds:.1f}s, into '{name}''s own cache; starting it once")
+        live.say(f"{how} in {done.seconds:.1f}s, into the server's own cache; starting '{name}' once")
         live.update(f"starting '{name}' once to list its tools")
 
     return fetching, fetched

@@ -60,6 +60,7 @@ def server_states(
             auth = oauth_store.state(name, url=cfg.url) if cfg.oauth else None
             entry = snap.servers.get(name) if snap is not None else None
             state, reason = _state(cfg, approval, sorted(held.get(name, [])), auth, live.get(name), entry)
+            reason = reason.removeprefix(f"{name}: ") if reason else reason  # shown after the name already
             out[name] = {
                 "state": state,
                 "reason": reason,

@@ -22,7 +22,7 @@ from coffer.upstreams.sandbox import Start
 _PATH = re.compile(r"(?<![\w:/.~])((?:/|~/)[\w.@+~-][^\s'\"`,;:()\[\]{}<>]*)")
 # Words that say a write failed, as real servers word it ("Lock at '/repo/.git/index.lock' could not be obtained").
 _WRITING = re.compile(
-    r"read-only|EROFS|EACCES|permission denied|access denied|operation not permitted|\block\b|"
+    r"read-only|EROFS|EACCES|permission denied|operation not permitted|\block\b|"
     r"could not (?:be )?(?:obtained|written|created|saved)|(?:cannot|can't|could not|unable to|failed to) "
     r"(?:write|create|save|lock|open .* for writing|mkdir)",
     re.I,
@@ -78,6 +78,13 @@ def _path(start: Start, name: str, raw: str, error: str) -> str | None:
     wall = start.wall_of(path)
     if wall is not None and not start.visible(path):  # on purpose: never a grant to propose
         return f"'{name}' cannot reach {path}: {wall.why()}"
+    served = [os.path.realpath(p) for p in (*start.policy.named, *start.roots)]
+    if start.policy.roots_only and not any(runtimes.within(os.path.realpath(path), p) for p in served):
+        folders = ", ".join(runtimes.tilde(p) for p in served) or "nothing yet"
+        return (
+            f"'{name}' itself serves only the folders its launch line names and a session's roots ({folders}):"
+            " a sandbox grant would not change that"
+        )
     quoted = _quote(path)
     folder = os.path.dirname(os.path.realpath(path))
     if start.mechanism == "landlock" and folder in start.listed and not os.path.lexists(path):

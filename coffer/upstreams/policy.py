@@ -22,7 +22,7 @@ import os
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -103,6 +103,7 @@ class Policy:
     code: tuple[str, ...] = ()  # readable: the code the launch line runs by path, with its project
     ports: tuple[int, ...] = ()  # more TCP ports it may connect to, the host's loopback included
     secrets: tuple[str, ...] = ()  # secret places (or paths in them) opened by name: read, and written where granted
+    roots_only: bool = False  # the server itself serves only the folders it is named and a session's roots
     off: bool = False
     why: str = WHY_DEFAULT
 
@@ -131,6 +132,10 @@ class Policy:
 def policy_for(cfg: ServerConfig) -> Policy:
     """The policy in force for `cfg`: its own table, `off`, or (auto) a known server's, else the default;
     with what its launch line names."""
+    return replace(_policy_for(cfg), roots_only=works_on_roots(cfg))
+
+
+def _policy_for(cfg: ServerConfig) -> Policy:
     raw: Any = cfg.sandbox
     if raw == "off":
         return Policy(off=True, why='sandbox = "off" in its entry')

@@ -216,6 +216,7 @@ class Start:
     in_force: list[walls.Wall] = field(default_factory=list)  # every wall, to say why a path is hidden
     home_at: str = ""  # where its own home is seen: the user's home path, or its own (a grant holds the user's)
     listed: list[str] = field(default_factory=list)  # Landlock: folders carved around a wall, listable only
+    roots: list[str] = field(default_factory=list)  # the roots a session declared, for a server that works on them
 
     def confine(self, argv: list[str]) -> list[str]:
         argv = [self.resolved(a) for a in argv]
@@ -401,6 +402,7 @@ def prepare(
         every,
         home if covered else os.path.expanduser("~"),
         [p for p in runtimes.unique(listed) if p != "/proc"],
+        list(roots),
     )
 
 

@@ -59,7 +59,7 @@ class Wall:
     def why(self) -> str:
         """Why Coffer hides it, as a person reads it."""
         if self.coffer:
-            return f"{self.shown} is {self.what}: no server may read, list or change it, whatever it is granted"
+            return f"{self.shown} is {self.what}: hidden from every server, whatever it is granted"
         return f"{self.shown} is a secret place ({self.what}): Coffer hides it from every server on purpose"
 
 
