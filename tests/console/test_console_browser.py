@@ -22,7 +22,7 @@ import pytest
 import tomlkit
 
 from coffer.log.calls import open_log
-from coffer.manage import servers
+from coffer.manage import servers, states
 from coffer.upstreams import sandbox as coffer_sandbox
 from coffer.vault import catalogue, registry
 from tests.console.conftest import Console
@@ -143,7 +143,7 @@ def test_servers_page_reviews_and_approves(page: Any, console_home: Path, shots:
     assert "Launch config: changed since approval" in page.locator("[data-review=fetch]").inner_text()
     page.locator("[data-review=fetch] button").click()
     page.wait_for_selector("tr[data-server=fetch] .badge:has-text('ok')")
-    listed = {row["name"]: row["state"] for row in servers.server_rows()}
+    listed = {row["name"]: row["state"] for row in states.server_rows()}
     assert listed["time"] == listed["fetch"] == "ok"
 
     page.get_by_role("switch", name="enable server notion").click()
