@@ -78,7 +78,7 @@ def hidden(policy: Policy, among: list[str] | None = None) -> str:
         wall = walls.holding(real, every)
         if wall is not None and not any(runtimes.within(real, o) for o in opened):
             parts.append(f"{runtimes.tilde(path)} (in {wall.what}: never granted)")
-    held = walls.hidden_inside(paths, policy.secrets)
+    held = walls.hidden_inside(paths, every)
     coffer = [w.shown for w in held if w.coffer]
     secret = [w.shown for w in held if not w.coffer]
     if coffer:

@@ -29,6 +29,22 @@ from urllib.parse import urlsplit
 from coffer.upstreams import runtimes
 from coffer.vault.registry import ServerConfig
 
+# Every agent's config, with the tokens of the servers it runs (each client coffer.clients.known reads).
+AGENT_CONFIGS = (
+    ".claude.json",
+    ".claude",
+    ".cursor",
+    ".codex",
+    ".gemini",
+    ".config/Claude",
+    ".config/Code/User",
+    ".codeium",
+    ".kiro",
+    ".continue",
+    ".config/zed",
+    ".config/opencode",
+    ".config/goose",
+)
 # Credentials and what holds them, under the user's home: never readable through a launch line's paths
 # or a grant that contains them, and a grant of one of them warns (docs/confinement.md).
 SECRETS = (
@@ -57,19 +73,7 @@ SECRETS = (
     ".config/BraveSoftware",
     ".config/microsoft-edge",
     "snap/chromium",
-    ".claude.json",
-    ".claude",
-    ".cursor",
-    ".codex",
-    ".gemini",
-    ".config/Claude",
-    ".config/Code/User",
-    ".codeium",
-    ".kiro",
-    ".continue",
-    ".config/zed",
-    ".config/opencode",
-    ".config/goose",
+    *AGENT_CONFIGS,
     ".bash_history",
     ".zsh_history",
     ".local/share/fish/fish_history",

@@ -24,23 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from coffer.upstreams import runtimes
-from coffer.upstreams.policy import SECRETS
+from coffer.upstreams.policy import AGENT_CONFIGS, SECRETS
 from coffer.vault import paths
 
-_AGENTS = (
-    ".claude",
-    ".cursor",
-    ".codex",
-    ".gemini",
-    ".config/Claude",
-    ".config/Code",
-    ".codeium",
-    ".kiro",
-    ".continue",
-    ".config/zed",
-    ".config/opencode",
-    ".config/goose",
-)
 _BROWSERS = (".mozilla", "chrome", "chromium", "Brave", "edge")
 
 
@@ -131,9 +117,8 @@ def secret_of(path: str) -> Wall | None:
     return None
 
 
-def hidden_inside(grants: Iterable[str], opened: Iterable[str] = ()) -> list[Wall]:
-    """The walls that stay hidden inside these grants (paths as given: `~` and symlinks resolved)."""
-    every = walls(opened)
+def hidden_inside(grants: Iterable[str], every: list[Wall]) -> list[Wall]:
+    """The walls of `every` that stay hidden inside these grants (paths as given: `~` and symlinks resolved)."""
     out: dict[str, Wall] = {}
     for grant in grants:
         real = os.path.realpath(os.path.expanduser(grant))
@@ -145,7 +130,7 @@ def hidden_inside(grants: Iterable[str], opened: Iterable[str] = ()) -> list[Wal
 def _secret_kind(place: str) -> str:
     if "history" in place:
         return "shell and REPL history"
-    if place.startswith(_AGENTS):
+    if place in AGENT_CONFIGS:
         return "an agent's config, with its servers' tokens"
     if any(b in place for b in _BROWSERS):
         return "a browser profile: cookies and saved passwords"

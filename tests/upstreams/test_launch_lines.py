@@ -29,17 +29,6 @@ pytestmark = pytest.mark.skipif(
 DEMO = Path(__file__).resolve().parents[2] / "coffer" / "examples" / "demo_server.py"
 
 
-@pytest.fixture(params=["bubblewrap", "landlock"])
-def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "bubblewrap" and sandbox.support().mechanism != "bubblewrap":
-        pytest.fail("bubblewrap is required here") if REQUIRED else pytest.skip("no bubblewrap here")
-    if request.param == "landlock":
-        if not sandbox.support().landlock_abi:
-            pytest.skip("no Landlock here")
-        monkeypatch.setenv(sandbox.BWRAP_ENV, "none")
-    return str(request.param)
-
-
 def test_launch_lines_as_users_write_them_start_confined(
     cli: CliRunner, coffer_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mechanism: str
 ) -> None:

@@ -37,24 +37,11 @@ pytestmark = [
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_server.py"
 TOKEN = "tok-" + "s3cr3t" * 4
 MARKER = "SECRET-" + "7f3a9c"  # in every credential file of the user's home
-MECHANISMS = ["bubblewrap", "landlock"]
 
 
 def test_confinement_is_available_here() -> None:
     assert sandbox.support().available, sandbox.support().problem
     assert sandbox.support().landlock_abi, "CI's kernel has Landlock"
-
-
-@pytest.fixture(params=MECHANISMS)
-def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Which mechanism confines: bubblewrap, or Landlock alone with bubblewrap hidden (COFFER_BWRAP=none)."""
-    if request.param == "bubblewrap" and sandbox.support().mechanism != "bubblewrap":
-        pytest.fail("bubblewrap is required here") if REQUIRED else pytest.skip("no bubblewrap here")
-    if request.param == "landlock":
-        if not sandbox.support().landlock_abi:
-            pytest.skip("no Landlock here")
-        monkeypatch.setenv(sandbox.BWRAP_ENV, "none")
-    return str(request.param)
 
 
 @pytest.fixture

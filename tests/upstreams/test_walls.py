@@ -47,17 +47,6 @@ GRANTS = [
 KEEPS_WORKING = {"home", "root", "parent", "dotdot"}  # grants that hold an ordinary file: it stays usable
 
 
-@pytest.fixture(params=["bubblewrap", "landlock"])
-def mechanism(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    if request.param == "bubblewrap" and sandbox.support().mechanism != "bubblewrap":
-        pytest.fail("bubblewrap is required here") if REQUIRED else pytest.skip("no bubblewrap here")
-    if request.param == "landlock":
-        if not sandbox.support().landlock_abi:
-            pytest.skip("no Landlock here")
-        monkeypatch.setenv(sandbox.BWRAP_ENV, "none")
-    return str(request.param)
-
-
 @pytest.fixture
 def targets(tmp_path: Path, coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Path]]:
     """The user's home (beside the vault, as a test's COFFER_HOME is) with its secret places, the vault's
