@@ -141,7 +141,7 @@ def program_dirs(program: str, path_env: str | None) -> list[str]:
             root = runtime_root(entry)
             if root is not None:
                 found.append(root)
-    return _outermost(found)
+    return outermost(found)
 
 
 def _interpreters(program: str, path_env: str | None) -> list[str]:
@@ -218,7 +218,7 @@ def project_of(script: str) -> str:
     return folder
 
 
-def _outermost(paths: list[str]) -> list[str]:
+def outermost(paths: list[str]) -> list[str]:
     """Unique paths, dropping any inside another one of them."""
     unique = sorted(dict.fromkeys(os.path.realpath(p) for p in paths))
     out: list[str] = []

@@ -369,7 +369,7 @@ def prepare(
     system = [*runtimes.system_dirs(), "/dev", "/proc"]
     read = kept([*system, *runtime_reads(program, env), *own, *policy.code, *policy.read, *policy.secrets])
     write = kept([home, tmp, *policy.named, *roots, *policy.write])
-    hidden = _outermost([w.path for w in every if any(_strictly(w.path, p) for p in (*read, *write))])
+    hidden = runtimes.outermost([w.path for w in every if any(_strictly(w.path, p) for p in (*read, *write))])
     user = runtimes.home()
     covered = mechanism == "bubblewrap" and any(runtimes.within(user, p) for p in (*read, *write) if p != home)
     uv_pythons = os.path.join(os.path.expanduser("~"), ".local", "share", "uv", "python")
@@ -412,14 +412,6 @@ def temp_root() -> str:
     root = paths.owned_private_dir(paths.private_tmp_root()) / "servers"
     root.mkdir(mode=0o700, exist_ok=True)
     return str(root)
-
-
-def _outermost(found: list[str]) -> list[str]:
-    out: list[str] = []
-    for path in sorted(set(found), key=lambda p: p.count(os.sep)):
-        if not any(runtimes.within(path, o) for o in out):
-            out.append(path)
-    return out
 
 
 def _ports(policy: Policy, mechanism: str) -> list[int] | None:

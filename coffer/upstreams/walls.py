@@ -57,8 +57,11 @@ def coffer_places() -> list[Wall]:
         (paths.runtime_root(), "Coffer's runtime folder (the engines' sockets)"),
         (paths.private_tmp_root(), "Coffer's folder of the servers' private temps"),
     ]
-    walls = [Wall(os.path.realpath(p), what, True) for p, what in found if os.path.lexists(p)]
-    return _outermost(walls)
+    first: dict[str, Wall] = {}  # one wall per folder: the first named for it says the most
+    for folder, what in found:
+        if os.path.lexists(folder):
+            first.setdefault(os.path.realpath(folder), Wall(os.path.realpath(folder), what, True))
+    return [first[p] for p in runtimes.outermost(list(first))]
 
 
 def secret_places(opened: Iterable[str] = ()) -> list[Wall]:
@@ -139,11 +142,3 @@ def _secret_kind(place: str) -> str:
     if place == ".gnupg":
         return "GPG keys"
     return "credentials"
-
-
-def _outermost(found: list[Wall]) -> list[Wall]:
-    out: list[Wall] = []
-    for wall in sorted(found, key=lambda w: w.path.count(os.sep)):
-        if not any(runtimes.within(wall.path, o.path) for o in out):
-            out.append(wall)
-    return out
