@@ -25,11 +25,50 @@ def test_the_list_holds_names_as_ascii_words_without_everyday_ones() -> None:
     assert brands.key("Métro de Paris") == "metro de paris"
 
 
-def test_the_shipped_list_is_small_and_records_its_source() -> None:
+# simple-icons 16.37.0's entries and @iconify-json/logos 1.2.20's slugs as they are, and lines of Debian's
+# wamerican (/usr/share/dict/american-english) as they are: proper nouns capitalised, possessives listed
+REAL_ICONS = [
+    {"title": "Resend", "slug": "resend", "source": "https://resend.com/brand"},
+    {"title": "Square", "slug": "square", "source": "https://squareup.com"},
+    {"title": "Open Access", "slug": "openaccess"},
+    {"title": "JSON Web Tokens", "slug": "jsonwebtokens", "source": "https://jwt.io"},
+    {"title": "Etsy", "slug": "etsy", "source": "https://www.etsy.com/uk/press"},
+    {"title": "Typeform", "slug": "typeform", "source": "https://www.typeform.com"},
+]
+REAL_LOGOS = ["slack", "slack-icon", "onesignal", "jwt", "google-2014", "google", "aws-lambda", "vite", "vite-dark"]
+REAL_WORDS = ["Instagram", "Toyota", "access", "box", "google", "open", "resend", "slack", "square", "square's", "web"]
+
+
+def test_everyday_words_are_the_lower_case_words_of_a_dictionary() -> None:
+    """A word the dictionary writes in lower case is a word first, however rare ("resend": Zipf 2.1, which
+    the frequency rule alone kept); a three-letter name is an abbreviation first (JWT: Zipf 2.0); a name
+    the dictionary writes capitalised or lacks is a name (Etsy, Typeform)."""
+    words = brands.lower_case_words(REAL_WORDS)
+    assert "square" in words and "resend" in words and "toyota" not in words and "instagram" not in words
+    text = brands.build(REAL_ICONS, "16.37.0", logos=(REAL_LOGOS, "1.2.20"), words=words, words_from="american-english")
+    kept = [line for line in text.splitlines() if not line.startswith("#")]
+    assert kept == ["aws lambda", "etsy", "json web tokens", "onesignal", "typeform", "vite"]
+    assert "@iconify-json/logos 1.2.20" in text and "SVG Logos" in text and "american-english" in text
+    zipf = {"resend": 2.14, "square": 4.84, "open access": 4.91, "json web tokens": 2.68, "etsy": 3.36}  # wordfreq 3.1
+    old_rule = brands.build(REAL_ICONS, "16.37.0", everyday=lambda name: zipf.get(name, 0.0))
+    assert "resend" in old_rule.splitlines()  # the frequency rule alone keeps an everyday word that is rare
+    both = brands.build(REAL_ICONS, "16.37.0", everyday=lambda name: zipf.get(name, 0.0), words=words)
+    assert [line for line in both.splitlines() if not line.startswith("#")] == ["typeform"]
+
+
+def test_a_logo_s_variants_are_its_name() -> None:
+    assert brands.logo_names(REAL_LOGOS) == ["aws lambda", "google", "jwt", "onesignal", "slack", "vite"]
+    assert brands.logo_names(["vite-dark"]) == ["vite dark"]  # no "vite" to fold it into: the slug's words
+
+
+def test_the_shipped_list_is_small_and_records_its_sources() -> None:
     text = brands.BRANDS_FILE.read_text(encoding="utf-8")
     assert text.startswith("# Names of brands") and "simple-icons 16.37.0" in text and "CC0-1.0" in text
+    assert "@iconify-json/logos 1.2.20" in text and "wamerican" in text
     assert len(text) < 40_000 and "opsgenie" in brands.brands() and "typeform" in brands.brands()
+    assert "onesignal" in brands.brands() and "pipedrive" in brands.brands()  # SVG Logos' names
     assert "square" not in brands.brands() and "bitcoin" not in brands.brands()  # words first, or talked about
+    assert "resend" not in brands.brands() and "jwt" not in brands.brands()  # a dictionary's word; an abbreviation
 
 
 def _tools() -> list[ToolLike]:
