@@ -37,7 +37,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-from coffer.engine.daemon import pss_kib  # noqa: E402
+from coffer.engine.report import pss_kib  # noqa: E402
 from coffer.gateway import sessions  # noqa: E402
 from coffer.manage import servers as manage  # noqa: E402
 from coffer.manage.demo import demo_server_path  # noqa: E402

@@ -16,8 +16,8 @@ from one process to the next), in interleaved rounds so machine load weighs on a
     minimal client (bench/http_clients/minimal.py: one socket, HTTP and JSON by hand, the same code for
     every gateway and for the direct baseline), which leaves out what one SDK client transport costs
     more than another (mcp-hub is reached by the SDK's SSE client, the others by its streamable one);
-  - calls/s with 200 concurrent calls on one client session, and with 4 sessions x 50;
-  - the gateway's CPU time per call during those two loads (its processes, the upstream's left out): what
+  - calls/s with 200 concurrent calls on one client session, with 4 sessions x 50, and with 8 x 25;
+  - the gateway's CPU time per call during those three loads (its processes, the upstream's left out): what
     the gateway itself costs, apart from the client, which shares the machine's cores with it; and the
     client's (this process's) CPU time per call in the same loads, which differs by transport;
   - a 0.9 MB result (a small call, 0.9 MB back; the SDK's SSE client takes no event over 1 MB):
@@ -300,11 +300,12 @@ async def open_sessions(stack: AsyncExitStack, gw: Gateway, n: int) -> list[Clie
 
 Figures = dict[str, dict[str, float]]  # gateway -> figure -> value (a figure a gateway lacks is absent)
 COLUMNS = (
-    *("added p50", "added p95", "minimal added", "0.9 MB added", "200 conc/s", "4x50 /s", "fetch p50"),
+    *("added p50", "added p95", "minimal added", "0.9 MB added", "200 conc/s", "4x50 /s", "8x25 /s", "fetch p50"),
     *("CPU/call", "client CPU"),
 )
 LOWER_IS_BETTER = {"added p50", "added p95", "minimal added", "0.9 MB added", "fetch p50", "CPU/call", "client CPU"}
-COMPARED = ("added p50", "minimal added", "200 conc/s", "4x50 /s", "CPU/call")  # the speed line, and CPU
+# the speed line, and CPU
+COMPARED = ("added p50", "minimal added", "200 conc/s", "4x50 /s", "8x25 /s", "CPU/call")
 OURS = "coffer (engine)"
 
 
@@ -316,6 +317,7 @@ async def one_run(args: argparse.Namespace, n: int) -> Figures:
     big: dict[str, list[float]] = {"direct": []}
     one: dict[str, list[float]] = {}
     many: dict[str, list[float]] = {}
+    eight: dict[str, list[float]] = {}
     fetched: dict[str, list[float]] = {}
     cost: dict[str, list[float]] = {}
     client_cost: dict[str, list[float]] = {}
@@ -330,7 +332,7 @@ async def one_run(args: argparse.Namespace, n: int) -> Figures:
         roots: dict[str, list[int]] = {}
         for gw in gws:
             await stack.enter_async_context(gw)
-            sessions = await open_sessions(stack, gw, 4)
+            sessions = await open_sessions(stack, gw, 8)
             if sessions is None:
                 continue
             opened.append((gw, sessions))
@@ -360,9 +362,10 @@ async def one_run(args: argparse.Namespace, n: int) -> Figures:
                 big.setdefault(gw.name, []).extend(await timed(s, tool.replace("echo", "big"), MB, 3))
                 cpu, mine = cpu_seconds(roots[gw.name]), time.process_time()
                 one.setdefault(gw.name, []).append(await rate([s], tool, 200))
-                many.setdefault(gw.name, []).append(await rate(sessions, tool, 50))
-                cost.setdefault(gw.name, []).append((cpu_seconds(roots[gw.name]) - cpu) * 1000 / 400)
-                client_cost.setdefault(gw.name, []).append((time.process_time() - mine) * 1000 / 400)
+                many.setdefault(gw.name, []).append(await rate(sessions[:4], tool, 50))
+                eight.setdefault(gw.name, []).append(await rate(sessions, tool, 25))
+                cost.setdefault(gw.name, []).append((cpu_seconds(roots[gw.name]) - cpu) * 1000 / 600)
+                client_cost.setdefault(gw.name, []).append((time.process_time() - mine) * 1000 / 600)
                 got = await anyio.to_thread.run_sync(fetch_p50, gw, args.calls * 2)
                 if got is not None:
                     fetched.setdefault(gw.name, []).append(got)
@@ -378,6 +381,7 @@ async def one_run(args: argparse.Namespace, n: int) -> Figures:
                 "0.9 MB added": statistics.median(big[name]) - base_big,
                 "200 conc/s": statistics.median(one[name]),
                 "4x50 /s": statistics.median(many[name]),
+                "8x25 /s": statistics.median(eight[name]),
                 "CPU/call": statistics.median(cost[name]),
                 "client CPU": statistics.median(client_cost[name]),
             }

@@ -7,10 +7,13 @@ import json
 import os
 import re
 import socket
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from coffer.engine import place
+from coffer.errors import CofferError
 
 TIMEOUT_S = 5.0
 
@@ -131,3 +134,42 @@ def handed_env() -> dict[str, str]:
 
 
 _REF = re.compile(r"\$\{([^}]+)\}")
+
+
+def differs_line(said: dict[str, Any]) -> str:
+    """What a session is told of the variables the engine holds with other values than its own: those that
+    are the user's shell's (as `coffer` commands recorded them) stay; the rest are the first session's."""
+    differs = [n for n in said.get("differs") or () if isinstance(n, str)]
+    shell = [n for n in said.get("from_shell") or () if n in differs]
+    other = [n for n in differs if n not in shell]
+    line = ""
+    if shell:
+        line += (
+            f"coffer: the engine's servers use your shell's {', '.join(shell)} (as `coffer` commands run there "
+            "recorded them), not this session's\n"
+        )
+    if other:
+        line += (
+            f"coffer: the running engine has other values for {', '.join(other)} than this session: its servers "
+            "use the engine's; `coffer status --stop` (then start the session again) to use this one's\n"
+        )
+    return line
+
+
+def reach(env: dict[str, str], hello: Callable[[socket.socket], None]) -> tuple[socket.socket, dict[str, Any]]:
+    """A connection to the engine (started first when none answers), the session's variables handed over
+    (`exchange_env`: what the engine said of them) and `hello` sent on it. An engine killed a moment ago
+    may still take a connection as it goes: then the next one is tried."""
+    deadline = time.monotonic() + place.START_WAIT_S
+    while True:
+        sock = place.attach()
+        try:
+            said = exchange_env(env)  # on a connection of its own: a session's stream is the host's alone
+            hello(sock)
+        except OSError:
+            sock.close()
+            if time.monotonic() > deadline:
+                raise CofferError("the engine kept going away as it was reached") from None
+            time.sleep(0.05)
+            continue
+        return sock, said

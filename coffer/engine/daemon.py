@@ -28,12 +28,11 @@ from typing import Any
 
 import anyio
 
-from coffer.engine import place
+from coffer.engine import handed, handover, place, report
 from coffer.engine.hosting import setup_logging
 from coffer.gateway import http, sessions, stdio
 from coffer.gateway.server import Gateway
 from coffer.gateway.sessions import HostSession
-from coffer.upstreams.reaper import tree
 from coffer.vault import shellenv
 
 log = logging.getLogger("coffer.engine")
@@ -69,12 +68,33 @@ class Engine:
         self.changed.set()
         self.changed = anyio.Event()
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
+    async def take(self, conn: socket.socket) -> None:
+        """A new connection: its first byte read alone (with the host's fds, from a front handing them
+        over: coffer.engine.handover), the rest as a stream."""
+        fds: list[int] = []
+        try:
+            if _peer_uid(conn) != os.getuid():
+                return
+            first, fds = await handover.first_byte(conn)
+            if not first:
+                return
+            loop = asyncio.get_running_loop()
+            reader = asyncio.StreamReader()
+            if first != handed.HANDING:
+                reader.feed_data(first)  # a hello's first byte, before the transport reads the rest
+            transport, protocol = await loop.connect_accepted_socket(lambda: asyncio.StreamReaderProtocol(reader), conn)
+            conn = None  # type: ignore[assignment]  # the transport's now
+            taken, fds = fds, []
+            await self.handle(reader, asyncio.StreamWriter(transport, protocol, reader, loop), taken)
+        finally:
+            for fd in fds:
+                os.close(fd)
+            if conn is not None:
+                conn.close()
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, fds: list[int]) -> None:
         self._writers.add(writer)
         try:
-            if _peer_uid(sock) != os.getuid():
-                return
             try:
                 header = await reader.readline()
             except ValueError:  # a line over the stream's limit
@@ -94,11 +114,16 @@ class Engine:
                 await writer.drain()
             elif kind == "stop":
                 self.stop.set()
+            elif kind == "front" and fds:
+                taken, fds = fds, []
+                await self._serve_handed(hello, taken, reader, writer)
             elif kind == "front":
                 await self._serve(hello, reader, writer)
             elif kind == "http":
                 await self._serve_http(hello, reader, writer)
         finally:
+            for fd in fds:  # handed over by what turned out not to be a front's hello
+                os.close(fd)
             self._writers.discard(writer)
             with contextlib.suppress(Exception):
                 writer.close()
@@ -137,6 +162,37 @@ class Engine:
             lines, wire = stdio.StdinLines(reader), stdio.StdoutWire(writer)
             async with self._session(hello), stdio.pipe_streams(lines, wire) as (read, write):
                 await self.gateway.serve(read, write)
+
+    async def _serve_handed(
+        self, hello: dict[str, Any], fds: list[int], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """A front that handed over its host's stdin and stdout: served from them directly, the front told
+        what it must know (coffer.engine.handover). The session ends with the host's stdin (the front is
+        told) or with the front's socket (Ctrl-C, a kill: the host's fds are let go)."""
+        notes = handover.Notes(writer)
+        ended = False
+        with contextlib.suppress(ConnectionError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            async with (
+                handover.host_streams(fds, hello, notes) as (lines, wire),
+                self._session(hello),
+                stdio.pipe_streams(lines, wire, notes.seen) as (read, write),
+                anyio.create_task_group() as tg,
+            ):
+
+                async def front_gone() -> None:
+                    with contextlib.suppress(ConnectionError):
+                        while await reader.read(4096):
+                            pass
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(front_gone)
+                await self.gateway.serve(read, write)
+                ended = lines.ended
+                tg.cancel_scope.cancel()
+        if ended:
+            notes.say(handed.ENDED)
+            with contextlib.suppress(Exception):
+                await writer.drain()
 
     async def _serve_http(
         self, hello: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -222,38 +278,8 @@ class Engine:
         return {"differs": sorted(differs), "shell": took, "from_shell": sorted(from_shell)}
 
     def status(self) -> dict[str, Any]:
-        """What `coffer status` shows: this process, its sessions, each upstream's process and memory."""
-        owners = {id(s.pool): s.pid for s in self.sessions.values() if s.pool is not None}
-        ups = []
-        for pool, up in sorted(self.gateway.pool.every(), key=lambda item: item[1].name):
-            pids = sorted(up.pids)
-            shared = pool is self.gateway.pool
-            ups.append(
-                {
-                    "name": up.name,
-                    "state": up.state.value,
-                    "share": "shared" if shared else "session",
-                    "why": self.gateway.share_of(up.cfg).reason,
-                    "session": None if shared else owners.get(id(pool)),
-                    "pids": pids,
-                    "pss_kib": sum(pss_kib(p) for p in _tree(pids)),
-                    "transport": up.cfg.transport,
-                    "ready_since": up.ready_since,
-                    "last_error": up.last_error,
-                    "restarts": max(0, up.spawns - 1),
-                    "sandbox": _sandbox(up),
-                }
-            )
-        return {
-            "version": 1,
-            "engine": {"pid": os.getpid(), "started": self.started, "pss_kib": pss_kib(os.getpid())},
-            "registry_error": self.gateway.view.registry_error,
-            "sessions": [
-                {"pid": s.pid, "profile": s.profile, "since": s.since, "http_port": s.port}
-                for s in self.sessions.values()
-            ],
-            "upstreams": ups,
-        }
+        """What `coffer status` shows (coffer.engine.report)."""
+        return report.status(self.gateway, self.sessions.values(), self.started)
 
     async def watch_idle(self) -> None:
         """Stop after `idle_s` seconds in a row without a session (a new engine first waits for the
@@ -271,17 +297,6 @@ class Engine:
                 self.stop.set()
 
 
-def _sandbox(up: Any) -> str | None:
-    """How a started stdio upstream runs: its mechanism and policy, or "unconfined" (None: no start got as
-    far as deciding, or HTTP)."""
-    if up.cfg.transport != "stdio" or up.confined is None:
-        return None
-    if not up.confined or up.policy is None:
-        return "unconfined"
-    mechanism = up.confinement.mechanism if up.confinement is not None else "confined"
-    return f"{mechanism}: {up.policy.describe()}"
-
-
 def _peer_uid(sock: socket.socket | None) -> int | None:
     """The connecting process's uid (Linux `SO_PEERCRED`); None where that cannot be read."""
     if sock is None or not hasattr(socket, "SO_PEERCRED"):
@@ -289,23 +304,6 @@ def _peer_uid(sock: socket.socket | None) -> int | None:
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     _, uid, _ = struct.unpack("3i", creds)
     return int(uid)
-
-
-def _tree(roots: list[int]) -> list[int]:
-    """`roots` and every process below them (the supervisor, the server, its workers)."""
-    return [p for root in roots for p in (root, *tree(root))]
-
-
-def pss_kib(pid: int) -> int:
-    """Proportional set size in KiB (shared pages split between their users); 0 when unreadable."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 async def _main() -> None:
@@ -318,7 +316,7 @@ async def _main() -> None:
     engine.take_shell_env()  # before any server starts: the user's certificates, not the first agent's lack of them
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a socket left by an engine that was killed (the lock says nobody else is starting)
-    server: asyncio.Server | None = None
+    server: socket.socket | None = None
     ours = -1
 
     def unlisten() -> None:
@@ -338,11 +336,15 @@ async def _main() -> None:
             # catalogue it is served from exist.
             old = os.umask(0o177)
             try:
-                server = await asyncio.start_unix_server(engine.handle, path=str(path))
+                server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                server.bind(str(path))
+                server.listen(128)
+                server.setblocking(False)
             finally:
                 os.umask(old)
             os.chmod(path, 0o600)
             ours = path.stat().st_ino
+            tg.start_soon(_accept, server, engine, tg)
             tg.start_soon(engine.watch_idle)
             tg.start_soon(_watch_signals, engine.stop)
             await engine.stop.wait()
@@ -351,6 +353,16 @@ async def _main() -> None:
     finally:
         unlisten()
         await anyio.to_thread.run_sync(calllog.close)
+
+
+async def _accept(server: socket.socket, engine: Engine, tg: Any) -> None:
+    """Take connections until the socket is closed, each in a task of its own."""
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(OSError):
+        while True:
+            conn, _ = await loop.sock_accept(server)
+            conn.setblocking(False)
+            tg.start_soon(engine.take, conn)
 
 
 async def _watch_signals(stop: anyio.Event) -> None:

@@ -1,13 +1,14 @@
 """`coffer serve`: the thin front between one host (or one HTTP port) and the vault's engine.
 
 It connects to the engine's socket (starting the engine when none answers, under a lock, so two
-fronts starting at once start one engine), says who it is in one JSON line, then copies bytes: the
-host's stdin to the socket, the socket to stdout. Nothing is parsed on the way but the host's
-handshake, which is kept, and each line's id (read from its ends, never parsed whole when large:
-`LineEnds`): if the engine dies, the front answers each request it had passed on and not seen
-answered with an error saying so (the host need not wait for its own timeout; a line cut off by the
-death is ended first), starts a new engine, replays the handshake, drops the new engine's answer to
-it, and carries on. It exits when the host closes stdin.
+fronts starting at once start one engine: `place.attach`). A host's pipes or sockets are handed to the
+engine (coffer.engine.handed); where stdin or stdout is a terminal or a file, this front says who it is
+in one JSON line, then copies bytes: the host's stdin to the socket, the socket to stdout. Nothing is
+parsed on the way but the host's handshake, which is kept, and each line's id (read from its ends,
+never parsed whole when large: `LineEnds`): if the engine dies, the front answers each request it had
+passed on and not seen answered with an error saying so (the host need not wait for its own timeout; a
+line cut off by the death is ended first), starts a new engine, replays the handshake, drops the new
+engine's answer to it, and carries on. It exits when the host closes stdin.
 
 `coffer serve --http PORT` asks the engine to listen on the port for as long as the front runs
 (`run_http`): HTTP requests go straight to the engine, with no hop through this process. If the
@@ -22,18 +23,16 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from coffer.engine import control, place
+from coffer.engine import control
+from coffer.engine.place import START_WAIT_S, attach
 from coffer.errors import INTERRUPTED, CofferError
 
-START_WAIT_S = 20.0
 CHUNK = 1 << 16
 EDGE = 4096  # bytes kept of each end of a line: a line this short is parsed, a longer one read at its ends
 LOST = -32603  # internal error: the request's outcome is unknown
@@ -47,72 +46,6 @@ _ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,200}")'
 _HEAD_ID = re.compile(rb'^\s*\{\s*"jsonrpc"\s*:\s*"2\.0"\s*,\s*"id"\s*:\s*' + _ID)
 _TAIL_ID = re.compile(rb'"id"\s*:\s*' + _ID + rb"\s*\}\s*$")
 _METHOD = re.compile(rb'"method"\s*:\s*"')
-
-
-def _connect(path: Path) -> socket.socket | None:
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(str(path))
-    except OSError:
-        sock.close()
-        return None
-    return sock
-
-
-def _spawn() -> subprocess.Popen[bytes]:
-    """The engine, detached: its own session (a host's Ctrl-C or hang-up does not reach it)."""
-    from coffer.vault import paths
-
-    log = place.log_path()
-    paths.ensure_private_dir(log.parent)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        return subprocess.Popen(
-            [sys.executable, "-m", "coffer.engine.daemon"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=fd,
-            start_new_session=True,
-            close_fds=True,
-        )
-    finally:
-        os.close(fd)
-
-
-def attach() -> socket.socket:
-    """A connection to this vault's engine, started first when none is running.
-
-    Raises CofferError (with the engine log's last line) when it cannot be started.
-    """
-    from filelock import FileLock
-
-    path = place.socket_path()
-    sock = _connect(path)
-    if sock is not None:
-        return sock
-    with FileLock(str(place.lock_path())):
-        sock = _connect(path)
-        if sock is not None:
-            return sock
-        proc = _spawn()  # it forks the engine off and exits at once (the engine is nobody's child)
-        deadline = time.monotonic() + START_WAIT_S
-        while time.monotonic() < deadline:
-            sock = _connect(path)
-            if sock is not None:
-                proc.wait()
-                return sock
-            if proc.poll() not in (None, 0):
-                break
-            time.sleep(0.02)
-    raise CofferError(f"the engine did not start: {_last_line(place.log_path())} (see {place.log_path()})")
-
-
-def _last_line(path: Path) -> str:
-    with contextlib.suppress(OSError):
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
-        if lines:
-            return lines[-1][:300]
-    return "no error was logged"
 
 
 class LineEnds:
@@ -178,26 +111,18 @@ class Front:
         self.stdin_open = True
 
     def _open(self, replay: bool = False) -> socket.socket:
-        """A connection to the engine with our header sent (and, `replay`, the host's handshake). An
-        engine killed a moment ago may still take a connection as it goes: then the next one is tried."""
-        deadline = time.monotonic() + START_WAIT_S
-        while True:
-            sock = attach()
-            try:
-                said = control.exchange_env(self.env)  # on a connection of its own: the MCP stream is bytes only
-                sock.sendall(self.header.encode() + b"\n")
-                for line in self.handshake if replay else ():
-                    sock.sendall(line)
-            except OSError:
-                sock.close()
-                if time.monotonic() > deadline:
-                    raise CofferError("the engine kept going away as it was reached") from None
-                time.sleep(0.05)
-                continue
-            if said.get("differs") and not self._warned:
-                self._warned = True
-                sys.stderr.write(_differs_line(said))
-            return sock
+        """A connection to the engine with our header sent (and, `replay`, the host's handshake)."""
+
+        def hello(sock: socket.socket) -> None:
+            sock.sendall(self.header.encode() + b"\n")
+            for line in self.handshake if replay else ():
+                sock.sendall(line)
+
+        sock, said = control.reach(self.env, hello)
+        if said.get("differs") and not self._warned:
+            self._warned = True
+            sys.stderr.write(control.differs_line(said))
+        return sock
 
     def _note_handshake(self, chunk: bytes) -> None:
         """Keep the host's `initialize` and `notifications/initialized` lines (only until both are seen)."""
@@ -301,26 +226,6 @@ class Front:
         return self.init_id if self.handshake else None
 
 
-def _differs_line(said: dict[str, Any]) -> str:
-    """What a session is told of the variables the engine holds with other values than its own: those that
-    are the user's shell's (as `coffer` commands recorded them) stay; the rest are the first session's."""
-    differs = [n for n in said.get("differs") or () if isinstance(n, str)]
-    shell = [n for n in said.get("from_shell") or () if n in differs]
-    other = [n for n in differs if n not in shell]
-    line = ""
-    if shell:
-        line += (
-            f"coffer: the engine's servers use your shell's {', '.join(shell)} (as `coffer` commands run there "
-            "recorded them), not this session's\n"
-        )
-    if other:
-        line += (
-            f"coffer: the running engine has other values for {', '.join(other)} than this session: its servers "
-            "use the engine's; `coffer status --stop` (then start the session again) to use this one's\n"
-        )
-    return line
-
-
 def _write_out(data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -347,8 +252,21 @@ def _drop_answer(buffered: bytes, answer_id: object) -> tuple[bytes, bytes, bool
 def run(profile: str | None = None) -> NoReturn:
     """Serve the host on stdio through the engine until stdin closes (never returns).
 
-    Raises CofferError before anything is read when the engine cannot be started.
+    Raises CofferError before anything is read when the engine cannot be started. A host's pipes or
+    sockets are handed to the engine (coffer.engine.handed); a terminal or a file is relayed here.
     """
+    from coffer.engine import handed
+
+    if handed.can_hand():
+        handing = handed.Handed(profile)
+        try:
+            code = handing.run()
+        except CofferError as exc:
+            sys.stderr.write(f"coffer: error: {exc}\n")
+            code = 1
+        except KeyboardInterrupt:
+            code = INTERRUPTED
+        os._exit(code)
     front = Front(profile)
     reader = threading.Thread(target=front.host_to_engine, name="coffer-front-stdin", daemon=True)
     reader.start()

@@ -228,7 +228,6 @@ _FLUSH = object()
 _STOP = object()
 
 
-
 class CallLog:
     """Per-process recorder: `record()` enqueues, a daemon thread writes batches."""
 

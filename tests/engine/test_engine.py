@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from tests.fixtures.gateway_harness import (
     wait_for,
 )
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("engine_stopped")]
 
 
 def status() -> dict[str, Any]:
@@ -49,15 +49,6 @@ def status() -> dict[str, Any]:
 def engine_pid() -> int | None:
     state = control.status()
     return None if state is None else int(state["engine"]["pid"])
-
-
-@pytest.fixture(autouse=True)
-def stop_engine(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(place.IDLE_ENV, "30")
-    yield
-    pid = engine_pid()
-    if pid is not None:
-        os.kill(pid, signal.SIGTERM)
 
 
 @asynccontextmanager

@@ -8,9 +8,6 @@ pid and what they were answered (`startroots:` in an events file), a real coffer
 from __future__ import annotations
 
 import json
-import os
-import signal
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -20,22 +17,13 @@ import mcp_types as types
 import pytest
 from typer.testing import CliRunner
 
-from coffer.engine import control, place
+from coffer.engine import control
 from coffer.gateway import sessions
 from coffer.vault import catalogue, registry
 from tests.conftest import run_cli
 from tests.fixtures.gateway_harness import add_fixture, alive, host_pid, read_events, serve, text, wait_for
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def stop_engine(coffer_home: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setenv(place.IDLE_ENV, "30")
-    yield
-    state = control.status()
-    if state is not None:
-        os.kill(int(state["engine"]["pid"]), signal.SIGTERM)
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("engine_stopped")]
 
 
 def set_share(home: Path, name: str, mode: str) -> None:
