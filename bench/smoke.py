@@ -23,6 +23,7 @@ SMALLEST: dict[str, list[str]] = {
     "bench_codemode": ["--runs", "1"],
     "bench_engine": ["--sessions", "1", "--servers", "2"],
     "bench_find": ["--entries", "300", "--runs", "1"],
+    "bench_front": ["--fronts", "2", "--calls", "20", "--runs", "1"],
     "bench_gateway": ["--calls", "20", "--servers", "2", "--runs", "1"],
     "bench_http_clients": ["--calls", "10"],
     "bench_http_peers": ["--rounds", "1", "--calls", "5", "--runs", "1"],
