@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 
 from coffer.engine import handed
+from coffer.engine.front import EDGE, message_id
 from coffer.gateway import stdio
 from coffer.upstreams.framing import wire_bytes
 
@@ -70,14 +71,22 @@ class Notes:
         with contextlib.suppress(Exception):  # a front gone is noticed by its reader, not here
             self._writer.write(kind + text + b"\n")
 
+    def read(self, lines: list[bytearray | None]) -> None:
+        """Lines just read from the host, before any is handled: each request among them is noted (all of
+        a chunk at once: a request still waiting its turn when the engine dies is owed an answer too).
+        Its id is read from the line's ends, as the relaying front reads it (`message_id`)."""
+        for line in lines:
+            if line:
+                head, tail = bytes(line[:EDGE]), bytes(line[-EDGE:])
+                asked = message_id(head, tail, len(line), request=True)
+                if asked is not None:
+                    self.say(handed.ASKED, asked.encode())
+
     def seen(self, message: SessionMessage) -> None:
-        """A message read from the host: a request is noted, the handshake kept for a replay."""
+        """A message handled: the handshake is kept for a replay."""
         inner = message.message
-        if isinstance(inner, types.JSONRPCRequest):
-            self.say(handed.ASKED, json.dumps(inner.id).encode())
-            if inner.method == "initialize":
-                self.say(handed.HANDSHAKE, wire_bytes(inner))
-        elif isinstance(inner, types.JSONRPCNotification) and inner.method == "notifications/initialized":
+        method = getattr(inner, "method", None)
+        if method in ("initialize", "notifications/initialized") and not isinstance(inner, types.JSONRPCResponse):
             self.say(handed.HANDSHAKE, wire_bytes(inner))
 
 
@@ -138,19 +147,19 @@ async def host_streams(
     loop = asyncio.get_running_loop()
     fd_in, fd_out = fds
     reader = asyncio.StreamReader(limit=stdio.READ_CHUNK)
-    pipe_in, pipe_out = os.fdopen(fd_in, "rb", buffering=0), os.fdopen(fd_out, "wb", buffering=0)
+    pipes = [os.fdopen(fd_in, "rb", buffering=0), os.fdopen(fd_out, "wb", buffering=0)]
     transports: list[asyncio.BaseTransport] = []
     try:
-        read, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe_in)
+        read, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipes[0])
         transports.append(read)
-        write, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe_out)
+        write, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipes[1])
         transports.append(write)
         replay = [line.encode() for line in hello.get("replay") or [] if isinstance(line, str)]
         wire = NotedWire(asyncio.StreamWriter(write, protocol, None, loop), notes, hello.get("drop"))
-        yield Replayed(replay, stdio.StdinLines(reader)), wire
+        yield Replayed(replay, stdio.StdinLines(reader, notes.read)), wire
     finally:
         for transport in transports:
-            transport.close()
-        for pipe in (pipe_in, pipe_out):
+            transport.close()  # closes its pipe once what is buffered is written
+        for pipe in pipes[len(transports) :]:  # those no transport took
             with contextlib.suppress(OSError):
                 pipe.close()

@@ -79,11 +79,14 @@ class StdinLines:
     50 MB line twice); a line over the limit comes out as None, to be answered, not to end the server.
     At EOF an unterminated last line still counts, as readline would give it."""
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
+    def __init__(
+        self, reader: asyncio.StreamReader, on_lines: Callable[[list[bytearray | None]], None] | None = None
+    ) -> None:
         self._reader = reader
         self._splitter = LineSplitter(MAX_LINE_BYTES)
         self._ready: collections.deque[bytearray | None] = collections.deque()
         self._eof = False
+        self._on_lines = on_lines  # told of each chunk's lines as it is read, before any is handled
 
     def __aiter__(self) -> StdinLines:
         return self
@@ -94,12 +97,14 @@ class StdinLines:
                 raise StopAsyncIteration
             chunk = await self._reader.read(READ_CHUNK)
             if chunk:
-                self._ready.extend(self._splitter.feed(chunk))
+                lines = list(self._splitter.feed(chunk))
             else:
                 self._eof = True
                 last = self._splitter.rest()
-                if last is None or last:
-                    self._ready.append(last)
+                lines = [last] if last is None or last else []
+            if self._on_lines is not None and lines:
+                self._on_lines(lines)
+            self._ready.extend(lines)
         return self._ready.popleft()
 
 

@@ -157,3 +157,32 @@ def test_the_front_loads_no_sdk() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_every_request_the_dead_engine_had_read_is_answered_by_the_front(coffer_home: Path, tmp_path: Path) -> None:
+    """Three requests sent in one write, the engine killed while they run: each gets the front's error at
+    once (the engine noted all three as it read them), and the session goes on through a new engine."""
+    events = tmp_path / "events.txt"
+    add_fixture(coffer_home, "alpha", events=events, timeout=60)
+    proc = start(coffer_home)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        slow = {"name": "alpha__slow", "arguments": {"seconds": 50}}
+        proc.stdin.write(b"".join(line(n, "tools/call", slow) for n in (2, 3, 4)))
+        proc.stdin.flush()
+        deadline = time.monotonic() + 20
+        while "slow:start" not in (events.read_text() if events.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        state = control.status()
+        assert state is not None
+        os.kill(int(state["engine"]["pid"]), signal.SIGKILL)
+        errors = {}
+        while len(errors) < 3:
+            answer = json.loads(read_line(proc.stdout, timeout=15))
+            if answer.get("id") in (2, 3, 4):
+                errors[answer["id"]] = answer["error"]["message"]
+        assert all("engine stopped while this request was in flight" in m for m in errors.values())
+        assert call(proc, 5, "after")["result"]["content"][0]["text"] == "after"
+    finally:
+        proc.kill()
+        proc.wait()
