@@ -186,13 +186,12 @@ def lacking(
     (never the network): the words by which it asks for a service the vault lacks (past THRESHOLD:
     then no tool is the answer), and every word no tool knows that is enough of a name in the registry
     (`OFFER`), strongest first ("weather" in "the weather in Paris", not "Paris" nor "quickly": what the
-    registry's servers are offered for). Both empty without a cache. With `key` (the catalogue's), the
-    vault's words are read once per catalogue (the gateway's call path), else every time (one `coffer
-    search`)."""
+    registry's servers are offered for). Without a cache (a new vault, no network) the shipped brand list
+    is the only evidence: "a survey in Typeform" is still no ask for the vault's tools. With `key` (the
+    catalogue's), the vault's words are read once per catalogue (the gateway's call path), else every
+    time (one `coffer search`)."""
     urls = list(dict.fromkeys(registries))
-    known = words(urls) if urls else None
-    if known is None:
-        return [], []
+    known = (words(urls) if urls else None) or Words({}, {})
     knows = _VOCABULARIES.get(key) if key is not None else None
     if knows is None:
         knows = vault_vocabulary(tools, stem_known)

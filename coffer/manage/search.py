@@ -45,7 +45,8 @@ def search_or_lacking(
     """Rank the saved catalogue snapshot's tools an agent may see (`curation.visible_tools`), offline,
     and say what the query holds that no tool knows, by the registry cache (never the network): a
     service the vault lacks (then the hits are what ranked closest), or words the registry's servers
-    know and no tool here does; None without either, or without a cached registry.
+    know and no tool here does; None without either (without a cached registry, only a brand the
+    shipped list names can be lacking).
 
     Raises NotFoundError when no snapshot exists yet, UsageError for an empty query or k < 1."""
     result, tools, reg = _ranked(query, k, mode, explain)

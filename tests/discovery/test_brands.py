@@ -3,6 +3,8 @@ the abstention's evidence for a service the registry names no server for."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from coffer.discovery import brands, world
 from coffer.ranking.docs import ToolLike
 from evals.datasets import EvalTool
@@ -110,3 +112,16 @@ def test_the_query_names_the_product_the_maker_makes() -> None:
     assert implied_makers("link the Jira ticket to the Confluence page") == {"atlassian"}
     assert implied_makers("check the Next.js build") == {"vercel"}
     assert implied_makers("open a pull request") == set()
+
+
+def test_a_new_vault_without_a_registry_cache_still_knows_a_brand_it_lacks(coffer_home: Path) -> None:
+    """No registry cache yet (a new vault, or no network): the shipped list alone is the evidence, so an
+    ask for Typeform is not answered with the vault's nearest tools (a new user's trial found it was)."""
+    from coffer.discovery import cache
+
+    assert not cache.cache_path().exists()
+    stem_known = lambda word: word in {"read", "file", "disk"}  # noqa: E731
+    registries = ["https://registry.modelcontextprotocol.io"]
+    elsewhere, _ = world.lacking("create a survey in Typeform", _tools(), stem_known, registries)
+    assert elsewhere == ["typeform"]
+    assert world.lacking("read the file about Paris", _tools(), stem_known, registries) == ([], [])
