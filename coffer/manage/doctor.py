@@ -203,10 +203,17 @@ def _diagnose(
         if cfg.enabled and (entry is None or entry.error):
             why = f": {entry.error}" if entry is not None and entry.error else ""
             diag.missing_from_first_list = True
-            diag.notes.append(
-                f"not in the catalogue, so missing from the first tools/list of `coffer serve`{why} "
-                f"(`coffer refresh {cfg.name}` once it starts)"
-            )
+            if diag.status == "ok":  # it lists now: what the catalogue holds is an earlier run's failure
+                earlier = f" (an earlier run's failure{why})" if why else ""
+                diag.notes.append(
+                    f"listed now, but not yet in the catalogue{earlier}: `coffer refresh {cfg.name}` records "
+                    "this listing for `coffer list`, curation and the first tools/list of `coffer serve`"
+                )
+            else:
+                diag.notes.append(
+                    f"not in the catalogue, so missing from the first tools/list of `coffer serve`{why} "
+                    f"(`coffer refresh {cfg.name}` once it starts)"
+                )
         tools = probe.listing["tools"] if probe is not None and probe.listing else None
         diag.tokens_from = "live" if tools is not None else None
         if tools is None and entry is not None and not entry.error:

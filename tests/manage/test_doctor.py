@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 import tomlkit
 from typer.testing import CliRunner
 
@@ -228,3 +229,22 @@ def test_one_token_count_everywhere(cli: CliRunner, coffer_home: Path) -> None:
     from coffer.manage.tools import tool_rows  # the console's tools page
 
     assert sum(t["tokens"] for t in tool_rows() if t["server"] == "good") == by["good"]["tokens"]
+
+
+def test_doctor_says_a_catalogued_failure_is_an_earlier_runs(
+    cli: CliRunner, coffer_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that failed for want of a variable, and lists once it is set: doctor says it lists now and
+    that the catalogue's failure is an earlier run's, not both as if current (a new user's trial)."""
+    monkeypatch.delenv("COFFER_TEST_LATER", raising=False)
+    add_fixture(coffer_home, "later", env={"TOKEN": "${COFFER_TEST_LATER}"})
+    run_cli(cli, "refresh", "later", code=1)  # the variable is not set: catalogued as a failure
+    monkeypatch.setenv("COFFER_TEST_LATER", "set")
+    (row,) = json.loads(run_cli(cli, "doctor", "--json").stdout)["servers"]
+    assert row["status"] == "ok"
+    (note,) = [n for n in row["notes"] if "catalogue" in n]
+    assert note.startswith("listed now, but not yet in the catalogue (an earlier run's failure: ")
+    assert "coffer refresh later" in note
+    run_cli(cli, "refresh", "later")
+    (row,) = json.loads(run_cli(cli, "doctor", "--json").stdout)["servers"]
+    assert not [n for n in row["notes"] if "catalogue" in n]
