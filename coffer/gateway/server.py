@@ -453,7 +453,7 @@ class Gateway:
         content = result.get("content") or []
         text = "\n".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
         stderr = up.stats.stderr_since(marks.get(server, up.stats.fed))
-        hint = denials.hint(up.confinement, server, text, context=[*context, stderr])
+        hint = denials.hint(up.confinement, server, text, context=context, stderr=stderr)
         if hint is None:
             return result
         return {**result, "content": [*content, {"type": "text", "text": f"coffer: {hint}"}]}

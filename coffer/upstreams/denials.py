@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from coffer.upstreams import runtimes
 from coffer.upstreams.sandbox import Start
 
+_BOX = re.compile("[\u2500-\u257f]")  # box-drawing characters: a drawn traceback's frame
 _PATH = re.compile(r"(?<![\w:/.~])((?:/|~/)[\w.@+~-][^\s'\"`,;:()\[\]{}<>]*)")
 # Words that say a write failed, as real servers word it ("Lock at '/repo/.git/index.lock' could not be obtained").
 _WRITING = re.compile(
@@ -39,20 +40,29 @@ def hint(
     error: str,
     denied_hosts: list[str] | None = None,
     context: Sequence[str] = (),
+    stderr: str = "",
 ) -> str | None:
     """What to tell a user whose confined server failed on something its sandbox denied; None otherwise.
-    Read from what was denied, not from the error's words: every path and local URL in the error and in
-    `context` (the call's arguments, what the server wrote to stderr meanwhile) is held against what its
-    last start could read, write and reach."""
+    Read from what was denied, not from the error's words: every path and local URL in the error, in
+    `context` (the call's arguments) and in `stderr` (what the server wrote meanwhile) is held against
+    what its last start could read, write and reach. From stderr only paths that exist on the host count,
+    and no line of a drawn box: a traceback drawn by rich wraps its paths ("ite-packages/mcp" + "/server.py"
+    on the next line), and a fragment named a file to grant that was never there."""
     if denied_hosts:
         host = denied_hosts[-1]
         more = f" (and {', '.join(denied_hosts[-3:-1])})" if len(denied_hosts) > 1 else ""
         return f"the sandbox's proxy refused {host}{more}: allow it with `coffer edit {name} --allow-host {host}`"
     if start is None:
         return None
-    texts = [error, *context]
-    for raw in (p for text in texts for p in _PATH.findall(text)):
-        said = _path(start, name, raw.rstrip(".'\""), error)
+    plain = "\n".join(line for line in stderr.splitlines() if not _BOX.search(line))
+    texts = [error, *context, plain]
+    found = [(p, True) for text in (error, *context) for p in _PATH.findall(text)]
+    found += [(p, False) for p in _PATH.findall(plain)]
+    for raw, asked in found:
+        path = raw.rstrip(".'\"")
+        if not asked and not os.path.lexists(os.path.expanduser(path)):
+            continue
+        said = _path(start, name, path, error)
         if said is not None:
             return said
     ports = [int(p) for text in texts for p in (*_PORT.findall(text), *_url_ports(text))]

@@ -259,6 +259,34 @@ def test_a_denial_names_what_was_denied_and_the_grant(tmp_path: Path, monkeypatc
     assert denials.hint(start, "fs", "TypeError: x is not a function") is None
 
 
+def test_a_drawn_traceback_on_stderr_proposes_no_grant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """rich draws a traceback in a box and wraps its paths ("/venv/lib/python3.11/s", "ite-packages/mcp",
+    "/server.py:87"): a fragment is no file to grant (a fresh venv's CI run proposed `--allow-read
+    /server.py`). A port named in the call's arguments still gets its hint; a real path on stderr still counts."""
+    from coffer.upstreams import denials
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    start = _start(tmp_path, sandbox.Policy(), "landlock", monkeypatch)
+    drawn = (
+        "                             │ /work/venv/lib/python3.11/s │\n"
+        "                             │ ite-packages/mcp/server/mcpserver │\n"
+        "                             │ /server.py:87 in call_tool        │\n"
+        "                             UnexpectedToolError: Error executing\n"
+    )
+    args = ['{"url": "http://localhost:41695/status"}']
+    said = denials.hint(start, "hostile", "Error executing tool fetch", context=args, stderr=drawn)
+    assert said is not None and "--allow-host localhost:41695" in said and "server.py" not in said
+    gone = "OSError: [Errno 2] No such file or directory: '/server.py'\n"
+    assert denials.hint(start, "hostile", "Error executing tool fetch", stderr=gone) is None
+    real = f"PermissionError: [Errno 13] Permission denied: '{outside / 'data'}'\n"
+    (outside / "data").write_text("x")
+    said = denials.hint(start, "hostile", "Error executing tool read", stderr=real)
+    assert said is not None and f"--allow-read {outside / 'data'}" in said
+
+
 def test_registry_data_only_narrows_a_policy() -> None:
     """A publisher's `_meta` that asks for files, ports or the host network gets only its host list, which
     is narrower than the default: registry data never widens what a server may do."""
