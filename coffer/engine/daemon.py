@@ -175,7 +175,7 @@ class Engine:
             async with (
                 handover.host_streams(fds, hello, notes) as (lines, wire),
                 self._session(hello),
-                stdio.pipe_streams(lines, wire, notes.seen) as (read, write),
+                stdio.pipe_streams(lines, wire) as (read, write),
                 anyio.create_task_group() as tg,
             ):
 

@@ -29,17 +29,13 @@ import time
 from collections.abc import Iterator
 from typing import NoReturn
 
-from coffer.engine import control
+from coffer.engine import control, handed
+from coffer.engine.handed import lost_answers, write_all
 from coffer.engine.place import START_WAIT_S, attach
 from coffer.errors import INTERRUPTED, CofferError
 
 CHUNK = 1 << 16
 EDGE = 4096  # bytes kept of each end of a line: a line this short is parsed, a longer one read at its ends
-LOST = -32603  # internal error: the request's outcome is unknown
-LOST_MESSAGE = (
-    "coffer: the engine stopped while this request was in flight, so its outcome is unknown; "
-    "a new engine has been started: send the request again"
-)
 _ID = rb'(-?\d+|"(?:[^"\\]|\\.){0,200}")'
 # Where the top-level id of a large line is: right after "jsonrpc" at its start (Python SDKs, and the
 # engine itself), or as its last member (the TypeScript SDK puts `jsonrpc` and `id` after `params`).
@@ -201,7 +197,7 @@ class Front:
                 with self._lock:
                     for i in answered:
                         self.in_flight.pop(i, None)
-            _write_out(chunk)
+            write_all(1, chunk)
 
     def _answer_lost(self) -> None:
         """The engine died: each request it was given and did not answer gets an error (a line it was
@@ -212,10 +208,7 @@ class Front:
             lost = [i for i, sent in self.in_flight.items() if sent]
             for i in lost:
                 del self.in_flight[i]
-        for i in lost:
-            error = {"code": LOST, "message": LOST_MESSAGE}
-            out += json.dumps({"jsonrpc": "2.0", "id": json.loads(i), "error": error}).encode() + b"\n"
-        _write_out(out)
+        write_all(1, out + lost_answers(lost))
 
     def _reattach(self) -> object:
         sock = self._open(replay=True)
@@ -224,13 +217,6 @@ class Front:
             self._lock.notify_all()
         old.close()
         return self.init_id if self.handshake else None
-
-
-def _write_out(data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(1, view)
-        view = view[written:]
 
 
 def _drop_answer(buffered: bytes, answer_id: object) -> tuple[bytes, bytes, bool]:
@@ -255,8 +241,6 @@ def run(profile: str | None = None) -> NoReturn:
     Raises CofferError before anything is read when the engine cannot be started. A host's pipes or
     sockets are handed to the engine (coffer.engine.handed); a terminal or a file is relayed here.
     """
-    from coffer.engine import handed
-
     if handed.can_hand():
         handing = handed.Handed(profile)
         try:

@@ -19,13 +19,16 @@ import select
 import socket
 import stat
 import sys
+from collections.abc import Iterable
 from typing import Any
+
+from coffer.engine import control
 
 HANDING = b"F"  # a connection's first byte, sent with the host's fds 0 and 1
 ASKED, ANSWERED, HANDSHAKE = b"+", b"-", b"h"  # each followed by a request's id as JSON, or a line
 WRITING, WRITTEN, ENDED = b"w", b"d", b"."
 ATOMIC = 4096  # a pipe takes a write this short whole (PIPE_BUF): a death cannot cut it
-LOST = -32603
+LOST = -32603  # internal error: the request's outcome is unknown
 LOST_MESSAGE = (
     "coffer: the engine stopped while this request was in flight, so its outcome is unknown; "
     "a new engine has been started: send the request again"
@@ -47,8 +50,6 @@ class Handed:
     """One host's stdio, handed to the engine; what the engine owes it, as the engine said."""
 
     def __init__(self, profile: str | None) -> None:
-        from coffer.engine import control
-
         self.hello: dict[str, Any] = {"coffer": "front", "version": 1, "profile": profile, "pid": os.getpid()}
         self.env = control.handed_env()
         self.handshake: list[str] = []  # the host's initialize and initialized, to replay
@@ -62,8 +63,6 @@ class Handed:
     def _open(self, replay: bool = False) -> socket.socket:
         """A connection to the engine with the host's fds and our hello (and, `replay`, the handshake the
         new engine is to replay and the answer to it it is to drop)."""
-        from coffer.engine import control
-
         hello = dict(self.hello)
         if replay and self.handshake:
             hello.update(replay=self.handshake, drop=self.init_id)
@@ -113,8 +112,6 @@ class Handed:
             self.ended = True
         elif kind == HANDSHAKE and len(self.handshake) < 2:
             text = rest.decode("utf-8", "replace")
-            if text in self.handshake:  # a restarted engine notes the replayed handshake again
-                return
             try:
                 message = json.loads(text)
             except ValueError:
@@ -125,13 +122,16 @@ class Handed:
 
     def _answer_lost(self) -> None:
         """The engine died: what it read and did not answer gets an error (after a line it cut is ended)."""
-        out = b"\n" if self.cut else b""
-        for owed in sorted(self.owed):
-            error = {"code": LOST, "message": LOST_MESSAGE}
-            out += json.dumps({"jsonrpc": "2.0", "id": json.loads(owed), "error": error}).encode() + b"\n"
+        write_all(1, (b"\n" if self.cut else b"") + lost_answers(sorted(self.owed)))
         self.owed.clear()
         self.cut = False
-        write_all(1, out)
+
+
+def lost_answers(ids: Iterable[str | bytes]) -> bytes:
+    """The error lines a front writes for the requests (ids as JSON) a dead engine owed: their outcome is
+    unknown, and the host need not wait for its own timeout (the relay's and the handed front's alike)."""
+    error = {"code": LOST, "message": LOST_MESSAGE}
+    return b"".join(json.dumps({"jsonrpc": "2.0", "id": json.loads(i), "error": error}).encode() + b"\n" for i in ids)
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -18,12 +18,12 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
 import mcp_types as types
-from mcp.shared.message import SessionMessage
 
 from coffer.engine import handed
 from coffer.engine.front import EDGE, message_id
@@ -73,21 +73,29 @@ class Notes:
 
     def read(self, lines: list[bytearray | None]) -> None:
         """Lines just read from the host, before any is handled: each request among them is noted (all of
-        a chunk at once: a request still waiting its turn when the engine dies is owed an answer too).
-        Its id is read from the line's ends, as the relaying front reads it (`message_id`)."""
+        a chunk at once: a request still waiting its turn when the engine dies is owed an answer too),
+        its id read from the line's ends as the relaying front reads it (`message_id`); the handshake's
+        two lines are kept whole, for a new engine to replay."""
         for line in lines:
-            if line:
-                head, tail = bytes(line[:EDGE]), bytes(line[-EDGE:])
-                asked = message_id(head, tail, len(line), request=True)
-                if asked is not None:
-                    self.say(handed.ASKED, asked.encode())
+            if not line:
+                continue
+            head, tail = bytes(line[:EDGE]), bytes(line[-EDGE:])
+            asked = message_id(head, tail, len(line), request=True)
+            if asked is not None:
+                self.say(handed.ASKED, asked.encode())
+            if _HANDSHAKE.search(head) and _method(bytes(line)) in ("initialize", "notifications/initialized"):
+                self.say(handed.HANDSHAKE, bytes(line).strip())
 
-    def seen(self, message: SessionMessage) -> None:
-        """A message handled: the handshake is kept for a replay."""
-        inner = message.message
-        method = getattr(inner, "method", None)
-        if method in ("initialize", "notifications/initialized") and not isinstance(inner, types.JSONRPCResponse):
-            self.say(handed.HANDSHAKE, wire_bytes(inner))
+
+_HANDSHAKE = re.compile(rb'"(?:initialize|notifications/initialized)"')  # what may be one, parsed to be sure
+
+
+def _method(line: bytes) -> object:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return None
+    return message.get("method") if isinstance(message, dict) else None
 
 
 class NotedWire(stdio.StdoutWire):

@@ -207,13 +207,10 @@ async def process_streams() -> AsyncIterator[Streams]:
 
 
 @contextlib.asynccontextmanager
-async def pipe_streams(
-    lines: AsyncIterator[bytearray | None], wire: StdoutWire, seen: Callable[[SessionMessage], None] | None = None
-) -> AsyncIterator[Streams]:
+async def pipe_streams(lines: AsyncIterator[bytearray | None], wire: StdoutWire) -> AsyncIterator[Streams]:
     """(read, write) over a line source and a sink: each line parsed once (`inbound`), a line that
-    cannot be a message answered here, each answer written as bytes; `seen` is told of each message
-    read (an engine's handed-over session notes its requests for its front). The read stream ends with
-    the lines; leaving the block stops both pumps."""
+    cannot be a message answered here, each answer written as bytes. The read stream ends with the
+    lines; leaving the block stops both pumps."""
     from mcp.shared.message import SessionMessage
 
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -228,8 +225,6 @@ async def pipe_streams(
                     if isinstance(message, str):
                         await wire.line(message)
                     elif message is not None:
-                        if seen is not None and not isinstance(message, Exception):
-                            seen(message)
                         await read_send.send(message)
 
     async def writer() -> None:
