@@ -51,7 +51,6 @@ class View:
         self.pins: Pins | None = None  # trust: unapproved launch configs, held tools (set while running)
         self.lists: dict[str, dict[str, list[dict[str, Any]]]] = {}
         self.live: set[str] = set()  # servers listed live by this gateway (the rest come from the snapshot)
-        self.told: dict[str, frozenset[str]] = {}  # snapshot entries: host capabilities they were listed under
         self.entries: dict[str, catalogue.ServerEntry] = {}  # the snapshot as loaded: what each listed for whom
         self.server_caps: dict[str, dict[str, Any]] = {}  # what each server declared (live, else snapshot)
         self.seen: dict[str, set[str]] = {}  # what each server was seen doing (coffer.gateway.sessions)
@@ -73,7 +72,6 @@ class View:
             return
         for name, entry in (snap.servers if snap else {}).items():
             self.lists[name] = {kind: list(getattr(entry, kind)) for kind in KINDS}
-            self.told[name] = frozenset(entry.told)
             self.entries[name] = entry
             self.server_caps[name] = dict(entry.capabilities)
             self.seen[name] = set(entry.seen)
@@ -182,9 +180,9 @@ class View:
         that, where the snapshot has them; for the others, what their last listing was for)."""
         tools_of: dict[str, list[dict[str, Any]]] = {}
         other: dict[str, list[str]] = {}
-        for name, told in self.told.items():
-            entry = self.entries.get(name)
-            if name in self.live or entry is None or name in self.errors or told == (wanted := told_for(name)):
+        for name, entry in self.entries.items():
+            told = frozenset(entry.told)  # the capabilities its last listing was for
+            if name in self.live or name in self.errors or told == (wanted := told_for(name)):
                 continue
             found = entry.tools_for(wanted)
             if found is None:
