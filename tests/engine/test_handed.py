@@ -9,6 +9,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from typing import IO, Any
 
 import pytest
 
-from coffer.engine import control
+from coffer.engine import control, place
 from tests.fixtures.gateway_harness import add_fixture, alive, serve_env
 
 pytestmark = pytest.mark.usefixtures("engine_stopped")
@@ -186,3 +187,25 @@ def test_every_request_the_dead_engine_had_read_is_answered_by_the_front(coffer_
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.parametrize("first", [b"{", b"F"])
+def test_fds_sent_with_anything_but_a_fronts_hello_are_not_kept(coffer_home: Path, first: bytes) -> None:
+    """The engine keeps a passed fd only for a front's session: fds sent with a status request (or with a
+    front's first byte and then no front's hello) are closed at once, so their pipe's reader sees its end."""
+    add_fixture(coffer_home, "alpha")
+    start(coffer_home).kill()  # an engine running
+    read_end, write_end = os.pipe()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(place.socket_path()))
+        socket.send_fds(sock, [first], [write_end])
+        os.close(write_end)
+        hello = b'{"coffer": "status"}\n'
+        sock.sendall(hello[1:] if first == b"{" else hello)  # "{" was the hello's first byte
+        sock.recv(65536)
+        sock.close()
+        ready, _, _ = select.select([read_end], [], [], 15)
+        assert ready and os.read(read_end, 1) == b""  # EOF: nobody holds the write end any more
+    finally:
+        os.close(read_end)
